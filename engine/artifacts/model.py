@@ -1,0 +1,61 @@
+"""What the artifact stage hands to fact extraction: decoded files with their locations."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvrules.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True)
+class Document:
+    """One decoded JSON object and where it came from (``relpath`` is relative to the input)."""
+
+    path: Path
+    relpath: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """A small text file read literally (``run.sh``); never executed."""
+
+    path: Path
+    relpath: str
+    text: str
+
+
+@dataclass
+class CellEvidence:
+    """Everything on disk about one cell, structurally checked, not judged.
+
+    ``ranks`` are sorted by ``dp.rank`` then path. ``diagnostics`` hold the structural
+    evidence errors of spec section 3 (first group); when non-empty the cell is an error
+    cell and is not classified, but its readable points are still reported.
+    """
+
+    campaign: str
+    root: Path
+    cell_id: str
+    cell_dir: Path
+    plan: Document | None = None
+    plan_cell: dict[str, Any] | None = None
+    plan_cell_index: int | None = None
+    generator_overrides: Document | None = None
+    generator_request: Document | None = None
+    run_sh: TextFile | None = None
+    provenance: list[Document] = field(default_factory=list)
+    ranks: list[Document] = field(default_factory=list)
+    sidecars: list[Document] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def workload_kind(self) -> str | None:
+        """The plan's workload kind, or the single point type seen when there is no plan."""
+        if self.plan_cell is not None:
+            kind = self.plan_cell.get("workload_kind")
+            return kind if isinstance(kind, str) else None
+        kinds = {r.get("point", {}).get("point_type") for d in self.ranks
+                 for r in d.data.get("results", []) if isinstance(r, dict)}
+        return kinds.pop() if len(kinds) == 1 else None
