@@ -1,0 +1,1 @@
+"""The shipped default policy (YAML rule files), loaded as package data."""

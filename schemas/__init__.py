@@ -1,0 +1,1 @@
+"""The shipped JSON Schemas and the fact catalogue, loaded as package data."""
