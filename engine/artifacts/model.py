@@ -9,6 +9,22 @@ from kvrules.diagnostics import Diagnostic
 
 
 @dataclass(frozen=True)
+class NonFiniteNumber:
+    """A JSON ``NaN``/``Infinity``/``-Infinity`` token, kept as a marker and not a float.
+
+    Python's json module would turn these tokens into floats that satisfy ``number`` and
+    ``exclusiveMinimum`` in a schema; the marker fails every JSON type instead, so a
+    non-finite ``wall_time`` is reported as invalid. It never appears in valid rank fields
+    that kvrules reads, but may sit in fields nobody validates (treat it as "not a number").
+    """
+
+    token: str
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+@dataclass(frozen=True)
 class Document:
     """One decoded JSON object and where it came from (``relpath`` is relative to the input)."""
 

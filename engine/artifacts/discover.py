@@ -1,0 +1,104 @@
+"""Turn the paths a user typed into cell references, without reading any evidence.
+
+Discovery only decides *which* cells exist; everything that can be wrong inside a cell is
+found later by :func:`kvrules.artifacts.load.load_cell` and reported per cell, so a broken
+file never prevents the other cells from being classified. Only an unusable invocation (a
+path that does not exist or is neither a campaign nor a cell) raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kvrules.artifacts.jsonio import read_json
+from kvrules.diagnostics import KvrulesUsageError
+
+PLAN_NAME = "collection-plan.json"
+CELLS_DIR = "cells"
+RAW_DIR = "raw"
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """Where one cell lives; cheap and picklable so cells can be loaded in worker processes."""
+
+    campaign: str
+    root: Path
+    cell_id: str
+    cell_dir: Path
+    plan_path: Path | None
+
+
+def discover(paths: Sequence[str], plan: str | None = None) -> list[CellRef]:
+    """Cells of every input, inputs in the order given, cells sorted by ``cell_id``.
+
+    A campaign folder holds ``collection-plan.json`` and/or ``cells/``; its cells are the
+    folders under ``cells/`` plus the plan's cells that have no folder yet (they are then
+    reported as having no rank artifacts instead of silently disappearing). A single cell
+    folder holds ``raw/`` and uses ``plan`` (``--plan FILE``) when given.
+    """
+    plan_path = _explicit_plan(plan)
+    refs: list[CellRef] = []
+    for given in paths:
+        root = _existing_dir(given)
+        if (root / PLAN_NAME).exists() or (root / CELLS_DIR).is_dir():
+            refs.extend(_campaign_cells(given, root, plan_path))
+        elif (root / RAW_DIR).is_dir():
+            refs.append(CellRef(given, root, root.name, root, plan_path))
+        else:
+            raise KvrulesUsageError(
+                f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/) "
+                f"nor a cell folder (with {RAW_DIR}/)")
+    return refs
+
+
+def _explicit_plan(plan: str | None) -> Path | None:
+    """Resolve ``--plan FILE``; a missing plan file is a usage error, not evidence."""
+    if plan is None:
+        return None
+    path = Path(plan)
+    if not path.is_file():
+        raise KvrulesUsageError(f"--plan {plan}: no such file")
+    return path.resolve()
+
+
+def _existing_dir(given: str) -> Path:
+    """The resolved input directory, or a usage error naming the path as typed."""
+    path = Path(given)
+    if not path.exists():
+        raise KvrulesUsageError(f"{given}: no such file or directory")
+    if not path.is_dir():
+        raise KvrulesUsageError(f"{given}: not a directory (expected a campaign or cell folder)")
+    return path.resolve()
+
+
+def _campaign_cells(given: str, root: Path, explicit: Path | None) -> list[CellRef]:
+    """Folder cells and planned-but-missing cells of one campaign, sorted by id."""
+    own = root / PLAN_NAME
+    plan_path = own if own.exists() else explicit
+    if own.exists() and explicit is not None and explicit != own.resolve():
+        raise KvrulesUsageError(
+            f"--plan {explicit} conflicts with {given}/{PLAN_NAME}: a campaign uses its own plan")
+    cells_dir = root / CELLS_DIR
+    ids = {p.name for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if cells_dir.is_dir() else set()
+    ids |= _planned_ids(plan_path)
+    return [CellRef(given, root, cid, cells_dir / cid, plan_path) for cid in sorted(ids)]
+
+
+def _planned_ids(plan_path: Path | None) -> set[str]:
+    """Cell ids named by a readable plan that are safe folder names (best effort)."""
+    if plan_path is None:
+        return set()
+    data, _ = read_json(plan_path, PLAN_NAME)
+    cells = data.get("cells") if data else None
+    if not isinstance(cells, list):
+        return set()
+    return {c["cell_id"] for c in cells if isinstance(c, dict) and _safe_id(c.get("cell_id"))}
+
+
+def _safe_id(value: object) -> bool:
+    """A cell id usable as a folder name under ``cells/`` (no traversal, no separators)."""
+    return (isinstance(value, str) and value not in ("", ".", "..")
+            and "/" not in value and "\\" not in value and not value.startswith("."))

@@ -1,0 +1,174 @@
+"""Load one cell: files on disk -> :class:`CellEvidence` with structural evidence errors.
+
+Nothing here raises for bad evidence: every problem becomes a Diagnostic on the cell, so
+one broken cell never stops a corpus. Files are only ever read, never written or executed.
+Readable, schema-valid rank documents are kept even when the cell has errors, so its
+points can still be listed in the report.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kvrules.artifacts import checks
+from kvrules.artifacts.discover import RAW_DIR, CellRef
+from kvrules.artifacts.jsonio import read_json, read_text, relpath
+from kvrules.artifacts.model import CellEvidence, Document
+from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
+from kvrules.artifacts.validate import validate
+from kvrules.diagnostics import (
+    ARTIFACT_INVALID, NO_RANK_ARTIFACTS, SIDECAR_INVALID, Diagnostic, evidence_error,
+    sort_diagnostics,
+)
+
+__all__ = ["load_cell", "read_json"]
+
+RANK_SCHEMA = "rank.schema.json"
+PROVENANCE_SCHEMA = "provenance.schema.json"
+SIDECAR_SCHEMA = "sidecar.schema.json"
+PROVENANCE_NAME = "collector-provenance.json"
+OVERRIDES_NAME = "generator-overrides.json"
+
+
+def load_cell(ref: CellRef) -> CellEvidence:
+    """Read and structurally check every evidence file of one cell."""
+    ev = CellEvidence(campaign=ref.campaign, root=ref.root, cell_id=ref.cell_id,
+                      cell_dir=ref.cell_dir)
+    diags: list[Diagnostic] = []
+    _load_plan(ref, ev, diags)
+    _load_launch(ref, ev, diags)
+    ranks, sidecars, provenance = _scan_raw(ref.cell_dir / RAW_DIR)
+    loaded_all = _load_ranks(ref, ranks, ev, diags)
+    ev.sidecars = _load_documents(ref, sidecars, SIDECAR_SCHEMA, SIDECAR_INVALID, diags)
+    ev.provenance = _load_documents(ref, provenance, PROVENANCE_SCHEMA, ARTIFACT_INVALID, diags)
+    diags.extend(checks.provenance_mismatch(ev.provenance))
+    _cross_checks(ref, ev, loaded_all, diags)
+    ev.diagnostics = list(dict.fromkeys(sort_diagnostics(diags)))
+    return ev
+
+
+def _load_plan(ref: CellRef, ev: CellEvidence, diags: list[Diagnostic]) -> None:
+    """Attach the plan and this cell's entry; a broken plan is an error of every cell."""
+    if ref.plan_path is None:
+        return
+    plan = load_plan(ref.plan_path, relpath(ref.plan_path, ref.root))
+    if plan.document is None:
+        diags.append(plan.diagnostic)  # type: ignore[arg-type]
+        return
+    ev.plan = plan.document
+    index, problems = plan_cell(plan, ref.cell_id)
+    diags.extend(problems)
+    if index is not None:
+        ev.plan_cell_index = index
+        ev.plan_cell = plan.document.data["cells"][index]
+
+
+def _load_launch(ref: CellRef, ev: CellEvidence, diags: list[Diagnostic]) -> None:
+    """Optional launch evidence: overrides (beside the plan), request and run.sh (in the cell).
+
+    Only their readability is checked here; what they say is judged by the dense rules.
+    """
+    campaign_dir = ref.plan_path.parent if ref.plan_path is not None else (
+        ref.root if ref.cell_dir != ref.root else None)
+    if campaign_dir is not None:
+        ev.generator_overrides = _optional_json(ref, campaign_dir / OVERRIDES_NAME, diags)
+    ev.generator_request = _optional_json(ref, ref.cell_dir / "generator-request.json", diags)
+    script = ref.cell_dir / "run.sh"
+    if script.exists():
+        ev.run_sh, diag = read_text(script, relpath(script, ref.root))
+        diags.extend([diag] if diag else [])
+
+
+def _optional_json(ref: CellRef, path: Path, diags: list[Diagnostic]) -> Document | None:
+    """A JSON object file that may be absent; present but unreadable is an error."""
+    if not path.exists():
+        return None
+    rel = relpath(path, ref.root)
+    data, diag = read_json(path, rel)
+    if diag is not None:
+        diags.append(diag)
+        return None
+    return Document(path, rel, data)  # type: ignore[arg-type]
+
+
+def _scan_raw(raw: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """Rank candidates, worker-probe sidecars and provenance files below ``raw/``, sorted.
+
+    Merged artifacts named ``*_merged`` are skipped here without being read; a merged
+    artifact recognised only by its ``artifact_type`` is skipped after reading.
+    """
+    ranks: list[Path] = []
+    sidecars: list[Path] = []
+    provenance: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(raw):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath, name)
+            if name == PROVENANCE_NAME:
+                provenance.append(path)
+            elif name.startswith("benchmark") and name.endswith(".json"):
+                stem = name[: -len(".json")]
+                if stem.endswith("_worker_probe"):
+                    sidecars.append(path)
+                elif not stem.endswith("_merged"):
+                    ranks.append(path)
+    return ranks, sidecars, provenance
+
+
+def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence,
+                diags: list[Diagnostic]) -> bool:
+    """Load rank artifacts into ``ev.ranks``; True when every candidate file was usable."""
+    docs: list[Document] = []
+    found, loaded_all = 0, True
+    for path in paths:
+        rel = relpath(path, ref.root)
+        data, diag = read_json(path, rel)
+        if data is not None and data.get("artifact_type") == "merged":
+            continue
+        found += 1
+        if data is not None:
+            diag = validate(data, RANK_SCHEMA, rel, ARTIFACT_INVALID)
+        if diag is not None:
+            diags.append(diag)
+            loaded_all = False
+            continue
+        doc = Document(path, rel, data)  # type: ignore[arg-type]
+        docs.append(doc)
+        diags.extend(checks.incomplete(doc))
+    if not found:
+        raw = relpath(ref.cell_dir / RAW_DIR, ref.root)
+        diags.append(evidence_error(NO_RANK_ARTIFACTS,
+                                    f"no rank artifact (benchmark*.json) below {raw}", raw))
+    ev.ranks = sorted(docs, key=lambda d: (d.data["dp"]["rank"], d.relpath))
+    return loaded_all
+
+
+def _load_documents(ref: CellRef, paths: list[Path], schema: str, code: str,
+                    diags: list[Diagnostic]) -> list[Document]:
+    """Read and validate side files; keep the valid ones, record the rest."""
+    docs = []
+    for path in paths:
+        rel = relpath(path, ref.root)
+        data, diag = read_json(path, rel)
+        if data is not None:
+            diag = validate(data, schema, rel, code)
+        if diag is not None:
+            diags.append(diag)
+        else:
+            docs.append(Document(path, rel, data))  # type: ignore[arg-type]
+    return docs
+
+
+def _cross_checks(ref: CellRef, ev: CellEvidence, loaded_all: bool,
+                  diags: list[Diagnostic]) -> None:
+    """Checks across results and ranks of the valid documents (spec section 3)."""
+    kind = ev.plan_cell["workload_kind"] if ev.plan_cell is not None else None
+    for doc in ev.ranks:
+        diags.extend(checks.result_checks(doc, kind))
+    if kind is None:
+        diags.extend(checks.uniform_point_type(ev.ranks))
+    dp, why = expected_dp(ev.plan_cell, ref.plan_path is not None)
+    raw = relpath(ref.cell_dir / RAW_DIR, ref.root)
+    diags.extend(checks.rank_set(ev.ranks, dp, why, raw, loaded_all))
+    diags.extend(checks.run_identity(ev.ranks))
+
