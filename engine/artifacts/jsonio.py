@@ -92,7 +92,7 @@ def _json_kind(value: Any) -> str:
     return "an object" if isinstance(value, dict) else type(value).__name__
 
 
-def render(value: Any, limit: int = 60) -> str:
+def render(value: Any, limit: int = 120) -> str:
     """A short JSON-like rendering of a value for diagnostic messages."""
     if isinstance(value, NonFiniteNumber):
         return value.token

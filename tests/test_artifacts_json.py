@@ -1,0 +1,102 @@
+"""read_json and schema validation in isolation: decoding, markers, fast/precise agreement."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from helpers import EXAMPLES
+from kvrules.artifacts.jsonio import pointer
+from kvrules.artifacts.load import read_json
+from kvrules.artifacts.model import NonFiniteNumber
+from kvrules.artifacts.validate import validate
+from kvrules.diagnostics import ARTIFACT_INVALID, ARTIFACT_UNREADABLE, Diagnostic, evidence_error
+from kvrules.resources import load_schema
+
+RANK_EXAMPLE = next(EXAMPLES.glob("dense-legacy-stamp-format/cells/*/raw/*/benchmark.json"))
+
+
+def test_read_json_object(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_bytes(b'\xef\xbb\xbf{"a": [1, NaN, -Infinity]}')
+    assert read_json(path, "a.json") == (
+        {"a": [1, NonFiniteNumber("NaN"), NonFiniteNumber("-Infinity")]}, None)
+
+
+def test_read_json_directory_is_unreadable(tmp_path: Path) -> None:
+    data, diag = read_json(tmp_path, "dir.json")
+    assert data is None
+    assert diag is not None and (diag.code, diag.file) == (ARTIFACT_UNREADABLE, "dir.json")
+    assert diag.message.startswith("cannot read file: ")
+
+
+def test_read_json_syntax_error_has_position(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    path.write_text('{"a": 1,}')
+    assert read_json(path, "x/a.json") == (None, Diagnostic(
+        file="x/a.json", line=1, column=9, code=ARTIFACT_UNREADABLE,
+        message="not valid JSON: Expecting property name enclosed in double quotes"))
+
+
+def test_pointer_escaping() -> None:
+    assert pointer(["a/b", "c~d", 0, ""]) == "/a~1b/c~0d/0/"
+    assert pointer([]) == ""
+
+
+def test_validate_names_the_field() -> None:
+    data = json.loads(RANK_EXAMPLE.read_text())
+    assert validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID) is None
+    data["results"][1]["fpms"][0]["wall_time"] = NonFiniteNumber("NaN")
+    data["results"][0]["point"]["batch_size"] = -1
+    assert validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID) == evidence_error(
+        ARTIFACT_INVALID, "results[0].point.batch_size must be at least 0, got -1", "r.json",
+        "/results/0/point/batch_size")
+
+
+def test_shipped_schemas_are_valid_draft_2020_12() -> None:
+    for name in ("rank", "plan", "provenance", "sidecar"):
+        schema = load_schema(f"{name}.schema.json")
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        Draft202012Validator.check_schema(schema)
+
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2),
+                     st.sampled_from(["", "x", "rank", "decode"]),
+                     st.sampled_from([NonFiniteNumber("NaN"), NonFiniteNumber("Infinity")]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(st.sampled_from(["a", "wall_time"]), inner,
+                                                 max_size=2)), max_leaves=4)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node[:2]):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+_BASE = json.loads(RANK_EXAMPLE.read_text())
+_BASE.pop("engine")
+_PATHS = [p for p in _paths(_BASE) if p]
+
+
+@settings(max_examples=300, deadline=None)
+@given(where=st.sampled_from(_PATHS), value=_VALUES)
+def test_fast_and_precise_validators_agree(where: tuple[Any, ...], value: Any) -> None:
+    """The compiled fast path must accept exactly what the reference validator accepts."""
+    data = json.loads(json.dumps(_BASE))
+    node = data
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    fast = validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID)
+    precise = list(Draft202012Validator(load_schema("rank.schema.json")).iter_errors(data))
+    assert (fast is None) == (not precise)
