@@ -1,0 +1,219 @@
+"""kvrules.verdicts.render: whole outputs of the json, jsonl, table and diagnostic renderers."""
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import pytest
+from verdict_samples import (CELL, DENSE, POLICY, dense_cell, dense_report, error_cell,
+                             jsonl_records, mixed_report, report_dict_from_jsonl)
+
+from kvrules.diagnostics import Diagnostic
+from kvrules.verdicts.model import CellVerdict, Report
+from kvrules.verdicts.render import (iter_jsonl, render_diagnostics, render_json,
+                                     render_table)
+
+# --- json --------------------------------------------------------------------------------
+
+def test_json_is_the_spec_section_5_document() -> None:
+    assert json.loads(render_json(dense_report())) == {
+        "kvrules_version": "0.1.0",
+        "policy": {"name": "kv_seed", "version": "dense_full_attention_v1",
+                   "digest": POLICY.digest, "parameters": {"dense_synthetic_kv": True}},
+        "cells": [{
+            "kind": "cell", "campaign": "examples/dense-legacy-stamp-format", "cell_id": CELL,
+            "workload_kind": "decode", "status": "ok", "errors": [],
+            "dense_synthetic_kv": {"eligible": True, "failed": []},
+            "counts": {DENSE: 2}, "points_total": 2, "points_eligible": 2, "trace": [],
+            "points": [{
+                "kind": "point", "cell_id": CELL, "benchmark_id": i, "point_type": "decode",
+                "batch_size": 4, "total_prefill_tokens": 0, "total_kv_read_tokens": 128 * i,
+                "native_regime": "fake_fallback", "kv_seed_regime": DENSE, "eligible": True,
+                "status": "ok", "decided_by": "final.regime",
+                "trace": ["warmup.dense_skip", "final.regime"],
+                "reasons": ["The cell is dense-eligible and the point is stamped fake."]}
+                for i in (1, 2)]}],
+        "summary": {"kind": "summary", "cells": 1, "cells_error": 0, "points": 2,
+                    "points_eligible": 2, "counts": {DENSE: 2}}}
+
+
+def test_json_round_trips_through_report_from_dict() -> None:
+    report = mixed_report()
+    assert Report.from_dict(json.loads(render_json(report))) == report
+
+
+def test_json_is_byte_deterministic_indented_and_newline_terminated() -> None:
+    text = render_json(mixed_report())
+    assert text == render_json(mixed_report())
+    assert text.startswith('{\n  "kvrules_version": "0.1.0",\n  "policy": {\n')
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+
+
+def test_json_keeps_the_contract_key_order() -> None:
+    doc = json.loads(render_json(mixed_report()))
+    assert list(doc) == ["kvrules_version", "policy", "cells", "summary"]
+    assert list(doc["cells"][2]) == ["kind", "campaign", "cell_id", "workload_kind", "status",
+                                     "errors", "counts", "points_total", "points_eligible",
+                                     "trace", "points"]
+
+
+def test_json_writes_non_ascii_literally() -> None:
+    report = Report(policy=POLICY, cells=(dense_cell("kampagnen/übung"),))
+    assert '"campaign": "kampagnen/übung"' in render_json(report)
+
+
+# --- jsonl -------------------------------------------------------------------------------
+
+def test_jsonl_streams_points_then_their_cell_and_the_summary_last() -> None:
+    report = mixed_report()
+    records = jsonl_records("".join(iter_jsonl(report.policy, report.cells)))
+    assert [r["kind"] for r in records] == [
+        "report", "point", "point", "cell", "point", "point", "cell", "point", "point", "cell",
+        "summary"]
+    assert records[0] == {"kind": "report", "kvrules_version": "0.1.0",
+                          "policy": POLICY.to_dict()}
+    assert records[3] == dense_cell().to_dict(with_points=False)
+    assert records[-1] == report.summary.to_dict()
+
+
+def test_jsonl_carries_exactly_the_json_report() -> None:
+    report = mixed_report()
+    records = jsonl_records("".join(iter_jsonl(report.policy, report.cells)))
+    assert report_dict_from_jsonl(records) == json.loads(render_json(report))
+
+
+def test_jsonl_lines_are_compact_single_records() -> None:
+    lines = list(iter_jsonl(POLICY, [dense_cell()]))
+    assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
+    assert lines[1].startswith('{"kind":"point","cell_id":"fpm-llama31-8b-decode-tp1",')
+
+
+def test_jsonl_writes_each_cell_before_reading_the_next() -> None:
+    pulled: list[str] = []
+
+    def cells() -> Iterator[CellVerdict]:
+        for cell in (dense_cell(), error_cell()):
+            pulled.append(cell.cell_id)
+            yield cell
+
+    stream = iter_jsonl(POLICY, cells())
+    kinds = [json.loads(next(stream))["kind"] for _ in range(4)]
+    assert kinds == ["report", "point", "point", "cell"] and pulled == [CELL]
+
+
+def test_jsonl_of_no_cells_is_a_header_and_an_empty_summary() -> None:
+    records = jsonl_records("".join(iter_jsonl(POLICY, [])))
+    assert records[1:] == [{"kind": "summary", "cells": 0, "cells_error": 0, "points": 0,
+                            "points_eligible": 0, "counts": {}}]
+
+
+# --- table -------------------------------------------------------------------------------
+
+MIXED_TABLE = """\
+examples/dense-legacy-stamp-format
+cell                       workload  status  points        regimes / errors                        dense synthetic kv
+─────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+fpm-llama31-8b-decode-tp1  decode    ok      2/2 eligible  skip:dense_model_content_insensitive 2  eligible
+
+examples/dense-sliding-window
+cell                       workload  status  points        regimes / errors  dense synthetic kv
+───────────────────────────────────────────────────────────────────────────────────────────────
+fpm-llama31-8b-decode-tp1  decode    ok      0/2 eligible  fake_fallback 2   no (D9)
+
+examples/dp2-peer-ineligible
+cell                           workload  status  points        regimes / errors        dense synthetic kv
+─────────────────────────────────────────────────────────────────────────────────────────────────────────
+fpm-llama31-8b-decode-tp1-dp2  decode    error   0/2 eligible  dp_warmup_disagreement  -
+
+errors:
+  fpm-llama31-8b-decode-tp1-dp2: examples/dp2-peer-ineligible/cells/fpm-llama31-8b-decode-tp1-dp2/raw/fpm-llama31-8b-decode-tp1-dp2-worker-0/benchmark_dp1.json#/kvwarm/skip_reason: dp_warmup_disagreement: rank 1 kvwarm differs from rank 0
+3 cells (1 in error), 2/6 points eligible: error 2, fake_fallback 2, skip:dense_model_content_insensitive 2
+policy kv_seed dense_full_attention_v1 sha256:0123456789ab... dense_synthetic_kv=true
+"""  # noqa: E501
+
+
+def test_table_shows_every_cell_its_eligible_count_errors_and_a_summary() -> None:
+    assert render_table(mixed_report()) == MIXED_TABLE
+
+
+def test_table_of_a_dense_cell_reads_2_of_2_eligible() -> None:
+    rows = [line for line in render_table(dense_report()).splitlines()
+            if line.startswith(CELL)]
+    assert rows == ["fpm-llama31-8b-decode-tp1  decode    ok      2/2 eligible  "
+                    "skip:dense_model_content_insensitive 2  eligible"]
+
+
+def test_table_ignores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"FORCE_COLOR": "1", "COLUMNS": "40", "TERM": "xterm-256color",
+                        "TTY_COMPATIBLE": "1", "NO_COLOR": ""}.items():
+        monkeypatch.setenv(name, value)
+    assert render_table(mixed_report()) == MIXED_TABLE
+
+
+def test_table_color_is_opt_in() -> None:
+    assert "\x1b[" not in render_table(mixed_report())
+    assert "\x1b[" in render_table(mixed_report(), color=True)
+
+
+def test_table_prints_rich_markup_in_data_literally() -> None:
+    report = Report(policy=POLICY, cells=(dense_cell("runs/[bold]x[/bold]"),))
+    assert render_table(report).splitlines()[0] == "runs/[bold]x[/bold]"
+
+
+# --- diagnostics -------------------------------------------------------------------------
+
+RULE_ERROR = Diagnostic(file="rules/cache.yaml", line=12, column=5, code="rule_schema_error",
+                        message="'when' is a required property", rule="cache.full_attention")
+EVIDENCE_ERROR = Diagnostic(file="cells/c/raw/p/benchmark.json", line=None, column=None,
+                            code="artifact_invalid", message="wall_time must be > 0",
+                            pointer="/results/0/fpms/0/wall_time")
+
+
+def test_text_diagnostics_are_sorted_file_line_col_or_file_pointer() -> None:
+    assert render_diagnostics([RULE_ERROR, EVIDENCE_ERROR], "text") == (
+        "cells/c/raw/p/benchmark.json#/results/0/fpms/0/wall_time: artifact_invalid: "
+        "wall_time must be > 0\n"
+        "rules/cache.yaml:12:5: rule_schema_error: 'when' is a required property "
+        "(rule: cache.full_attention)\n")
+
+
+def test_text_diagnostics_name_a_non_error_severity() -> None:
+    warning = Diagnostic(file="rules/a.yaml", line=1, column=1, code="rule_unused",
+                         message="never fires", severity="warning")
+    assert render_diagnostics([warning]) == "rules/a.yaml:1:1: rule_unused (warning): never fires\n"
+
+
+def test_json_diagnostics_use_the_report_error_shape() -> None:
+    assert json.loads(render_diagnostics([EVIDENCE_ERROR], "json")) == {
+        "diagnostics": [{"code": "artifact_invalid", "message": "wall_time must be > 0",
+                         "file": "cells/c/raw/p/benchmark.json",
+                         "pointer": "/results/0/fpms/0/wall_time"}],
+        "omitted": 0}
+
+
+def test_github_diagnostics_are_escaped_workflow_commands() -> None:
+    tricky = Diagnostic(file="rules/a,b.yaml", line=3, column=7, code="rule_schema_error",
+                        message="50% bad\nsecond line")
+    assert render_diagnostics([tricky, EVIDENCE_ERROR], "github") == (
+        "::error file=cells/c/raw/p/benchmark.json,title=artifact_invalid::"
+        "wall_time must be > 0 (at /results/0/fpms/0/wall_time)\n"
+        "::error file=rules/a%2Cb.yaml,line=3,col=7,title=rule_schema_error::"
+        "50%25 bad%0Asecond line\n")
+
+
+def test_a_limit_keeps_the_first_sorted_diagnostics_and_counts_the_rest() -> None:
+    diags = [RULE_ERROR, EVIDENCE_ERROR]
+    assert render_diagnostics(diags, "text", limit=1) == (
+        "cells/c/raw/p/benchmark.json#/results/0/fpms/0/wall_time: artifact_invalid: "
+        "wall_time must be > 0\n... 1 more diagnostics not shown\n")
+    assert json.loads(render_diagnostics(diags, "json", limit=1))["omitted"] == 1
+    assert render_diagnostics(diags, "text", limit=0) == render_diagnostics(diags, "text")
+
+
+def test_no_diagnostics_render_as_nothing() -> None:
+    assert render_diagnostics([], "text") == "" == render_diagnostics([], "github")
+
+
+def test_an_unknown_diagnostics_format_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown diagnostics format 'xml'"):
+        render_diagnostics([RULE_ERROR], "xml")  # type: ignore[arg-type]
