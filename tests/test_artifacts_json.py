@@ -5,11 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from helpers import EXAMPLES
+from kvrules.artifacts.fastpath import results_ok
 from kvrules.artifacts.jsonio import pointer
 from kvrules.artifacts.load import read_json
 from kvrules.artifacts.model import NonFiniteNumber
@@ -65,6 +66,7 @@ def test_shipped_schemas_are_valid_draft_2020_12() -> None:
 
 
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2),
+                     st.sampled_from([0.0, -0.0, 1.0, float("inf"), float("-inf")]),
                      st.sampled_from(["", "x", "rank", "decode"]),
                      st.sampled_from([NonFiniteNumber("NaN"), NonFiniteNumber("Infinity")]))
 _VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
@@ -100,3 +102,58 @@ def test_fast_and_precise_validators_agree(where: tuple[Any, ...], value: Any) -
     fast = validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID)
     precise = list(Draft202012Validator(load_schema("rank.schema.json")).iter_errors(data))
     assert (fast is None) == (not precise)
+
+
+_SCHEMA_KEYS = {"point", "point_type", "benchmark_id", "batch_size", "total_prefill_tokens",
+                "total_kv_read_tokens", "sample_reasons", "kv_seed_regime", "fpms",
+                "wall_time", 0, 1}
+_RESULT_PATHS = [p[2:] for p in _PATHS
+                 if p[:2] == ("results", 0) and len(p) > 2 and p[-1] in _SCHEMA_KEYS]
+
+
+_EDITS = st.one_of(st.integers(-2, 3), st.floats(-2, 2), st.none(), st.booleans(),
+                   st.sampled_from(["", "x", 0.0, -0.0, 1.0, float("inf"), NonFiniteNumber("NaN")]),
+                   st.lists(st.one_of(st.none(), st.integers(0, 1), st.text(max_size=1)),
+                            max_size=2),
+                   _VALUES)
+
+
+@settings(max_examples=500, deadline=None)
+@example(edits=[(("kv_seed_regime",), "")], drop=[])
+@example(edits=[(("fpms", 0, "wall_time"), 0)], drop=[])
+@example(edits=[(("point", "benchmark_id"), 0)], drop=[])
+@example(edits=[(("point", "sample_reasons"), "capture")], drop=[])
+@given(edits=st.lists(st.tuples(st.sampled_from(_RESULT_PATHS), _EDITS), max_size=2),
+       drop=st.lists(st.sampled_from(_RESULT_PATHS), max_size=1))
+def test_results_fast_path_is_sound(edits: list[tuple[tuple[Any, ...], Any]],
+                                    drop: list[tuple[Any, ...]]) -> None:
+    """When the hand-written loop accepts results, the schema must accept them too."""
+    result = json.loads(json.dumps(_BASE["results"][0]))
+    for where, value in edits:
+        _apply(result, where, lambda node, key, v=value: node.__setitem__(key, v))
+    for where in drop:
+        _apply(result, where, lambda node, key: node.__delitem__(key))
+    data = dict(_BASE, results=[result])
+    errors = list(Draft202012Validator(load_schema("rank.schema.json")).iter_errors(data))
+    if results_ok([result]):
+        assert errors == []
+
+
+def _apply(root: Any, where: tuple[Any, ...], action: Any) -> None:
+    """Run ``action(parent, key)`` at a path if it still exists after earlier edits."""
+    node = root
+    try:
+        for key in where[:-1]:
+            node = node[key]
+        node[where[-1]]
+    except (KeyError, IndexError, TypeError):
+        return
+    action(node, where[-1])
+
+
+def test_results_fast_path_refusal_is_not_an_error() -> None:
+    """Integral floats are integers for JSON Schema: the slow path must accept them."""
+    data = json.loads(json.dumps(_BASE))
+    data["results"][0]["point"]["batch_size"] = 4.0
+    assert not results_ok(data["results"])
+    assert validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID) is None
