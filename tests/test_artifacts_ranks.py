@@ -326,3 +326,11 @@ def test_non_finite_values_outside_validated_fields_are_markers(tmp_path: Path) 
     ev = cell_of(campaign)
     assert ev.diagnostics == []
     assert ev.ranks[0].data["kvwarm"]["giant_kv_threshold"] == NonFiniteNumber("Infinity")
+
+
+def test_raw_that_cannot_be_listed(tmp_path: Path) -> None:
+    campaign = copy_example(tmp_path)
+    shutil.rmtree(campaign / RAW)
+    (campaign / RAW).write_text("not a folder")
+    assert cell_of(campaign).diagnostics == [
+        err(ARTIFACT_UNREADABLE, "cannot list folder: Not a directory", RAW)]

@@ -8,6 +8,7 @@ points can still be listed in the report.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvrules.artifacts import checks
@@ -17,8 +18,8 @@ from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
 from kvrules.artifacts.validate import validate
 from kvrules.diagnostics import (
-    ARTIFACT_INVALID, NO_RANK_ARTIFACTS, SIDECAR_INVALID, Diagnostic, evidence_error,
-    sort_diagnostics,
+    ARTIFACT_INVALID, ARTIFACT_UNREADABLE, NO_RANK_ARTIFACTS, SIDECAR_INVALID, Diagnostic,
+    evidence_error, sort_diagnostics,
 )
 
 __all__ = ["load_cell", "read_json"]
@@ -37,10 +38,12 @@ def load_cell(ref: CellRef) -> CellEvidence:
     diags: list[Diagnostic] = []
     _load_plan(ref, ev, diags)
     _load_launch(ref, ev, diags)
-    ranks, sidecars, provenance = _scan_raw(ref.cell_dir / RAW_DIR)
-    loaded_all = _load_ranks(ref, ranks, ev, diags)
-    ev.sidecars = _load_documents(ref, sidecars, SIDECAR_SCHEMA, SIDECAR_INVALID, diags)
-    ev.provenance = _load_documents(ref, provenance, PROVENANCE_SCHEMA, ARTIFACT_INVALID, diags)
+    raw = _scan_raw(ref.cell_dir / RAW_DIR, ref.root)
+    diags.extend(raw.errors)
+    loaded_all = _load_ranks(ref, raw.ranks, ev, diags, listed=not raw.errors)
+    ev.sidecars = _load_documents(ref, raw.sidecars, SIDECAR_SCHEMA, SIDECAR_INVALID, diags)
+    ev.provenance = _load_documents(ref, raw.provenance, PROVENANCE_SCHEMA, ARTIFACT_INVALID,
+                                    diags)
     diags.extend(checks.provenance_mismatch(ev.provenance))
     _cross_checks(ref, ev, loaded_all, diags)
     ev.diagnostics = list(dict.fromkeys(sort_diagnostics(diags)))
@@ -91,33 +94,53 @@ def _optional_json(ref: CellRef, path: Path, diags: list[Diagnostic]) -> Documen
     return Document(path, rel, data)  # type: ignore[arg-type]
 
 
-def _scan_raw(raw: Path) -> tuple[list[Path], list[Path], list[Path]]:
+@dataclass
+class RawFiles:
+    """The evidence files found below ``raw/``, by kind, plus folders that could not be listed."""
+
+    ranks: list[Path] = field(default_factory=list)
+    sidecars: list[Path] = field(default_factory=list)
+    provenance: list[Path] = field(default_factory=list)
+    errors: list[Diagnostic] = field(default_factory=list)
+
+
+def _scan_raw(raw: Path, root: Path) -> RawFiles:
     """Rank candidates, worker-probe sidecars and provenance files below ``raw/``, sorted.
 
     Merged artifacts named ``*_merged`` are skipped here without being read; a merged
-    artifact recognised only by its ``artifact_type`` is skipped after reading.
+    artifact recognised only by its ``artifact_type`` is skipped after reading. A folder
+    that cannot be listed is an error (it may hide a rank); a missing ``raw/`` is not.
     """
-    ranks: list[Path] = []
-    sidecars: list[Path] = []
-    provenance: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(raw):
+    found = RawFiles()
+
+    def unlistable(exc: OSError) -> None:
+        if not (isinstance(exc, FileNotFoundError) and Path(exc.filename) == raw):
+            found.errors.append(evidence_error(
+                ARTIFACT_UNREADABLE, f"cannot list folder: {exc.strerror or exc}",
+                relpath(Path(exc.filename or raw), root)))
+
+    for dirpath, dirnames, filenames in os.walk(raw, onerror=unlistable):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath, name)
             if name == PROVENANCE_NAME:
-                provenance.append(path)
+                found.provenance.append(path)
             elif name.startswith("benchmark") and name.endswith(".json"):
                 stem = name[: -len(".json")]
                 if stem.endswith("_worker_probe"):
-                    sidecars.append(path)
+                    found.sidecars.append(path)
                 elif not stem.endswith("_merged"):
-                    ranks.append(path)
-    return ranks, sidecars, provenance
+                    found.ranks.append(path)
+    return found
 
 
-def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence,
-                diags: list[Diagnostic]) -> bool:
-    """Load rank artifacts into ``ev.ranks``; True when every candidate file was usable."""
+def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[Diagnostic],
+                listed: bool) -> bool:
+    """Load rank artifacts into ``ev.ranks``; True when every candidate file was usable.
+
+    ``listed`` is False when part of ``raw/`` could not be listed: then "no rank artifacts"
+    is not claimed and neither is completeness (the unlisted folder has its own error).
+    """
     docs: list[Document] = []
     found, loaded_all = 0, True
     for path in paths:
@@ -135,12 +158,12 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence,
         doc = Document(path, rel, data)  # type: ignore[arg-type]
         docs.append(doc)
         diags.extend(checks.incomplete(doc))
-    if not found:
+    if not found and listed:
         raw = relpath(ref.cell_dir / RAW_DIR, ref.root)
         diags.append(evidence_error(NO_RANK_ARTIFACTS,
                                     f"no rank artifact (benchmark*.json) below {raw}", raw))
     ev.ranks = sorted(docs, key=lambda d: (d.data["dp"]["rank"], d.relpath))
-    return loaded_all
+    return loaded_all and listed
 
 
 def _load_documents(ref: CellRef, paths: list[Path], schema: str, code: str,
