@@ -1,0 +1,58 @@
+"""The ``kvrules`` command line: one typer app, one module per command.
+
+Registration point: every command lives in ``kvrules/cli/<command>.py`` and exposes
+``register(app: typer.Typer) -> None`` which adds itself with ``app.command(...)``. A command
+group (``kvrules rules check|test``) is a module with its own ``typer.Typer`` named ``app``;
+mount it in ``GROUPS``. Both tuples are explicit so ``--help`` lists commands in this order.
+"""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Annotated
+
+import typer
+
+from kvrules.cli import classify
+from kvrules.verdicts.model import KVRULES_VERSION
+
+app = typer.Typer(
+    name="kvrules", no_args_is_help=True, add_completion=False,
+    pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
+    help="Classify the KV seed regime of forward-pass benchmark points with a declarative "
+         "policy, and decide which points may be used.")
+
+COMMANDS: tuple[ModuleType, ...] = (
+    classify,
+    # explain, diff, readiness, aggregate, publish, verify: add their modules here.
+)
+"""Modules whose ``register(app)`` adds one top-level command each."""
+
+GROUPS: tuple[tuple[str, ModuleType], ...] = (
+    # ("rules", rules),  # kvrules rules check|test: a module with ``app = typer.Typer()``
+)
+"""``(name, module)`` pairs mounted as sub-commands with ``app.add_typer(module.app)``."""
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kvrules {KVRULES_VERSION}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the kvrules version and exit.")] = False) -> None:
+    """Classify the KV seed regime of forward-pass benchmark points with a declarative
+    policy, and decide which points may be used."""
+
+
+for _module in COMMANDS:
+    _module.register(app)
+for _name, _module in GROUPS:
+    app.add_typer(_module.app, name=_name)
+
+
+def main() -> None:
+    """Console-script entry point (``kvrules``): exit status 0, 1 or 2."""
+    app(prog_name="kvrules")

@@ -1,0 +1,123 @@
+"""``kvrules classify``: classify campaign or cell folders and write the report."""
+from __future__ import annotations
+
+import shutil
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Iterator
+
+import typer
+
+from kvrules import api
+from kvrules.cli.common import (CellProgress, check_output, usage_errors, write_lines,
+                                write_text)
+from kvrules.verdicts.model import CellVerdict, PolicyIdentity, Report
+from kvrules.verdicts.render import TABLE_WIDTH, iter_jsonl, render_json, render_table
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+
+
+HELP = (
+    "Decide the KV seed regime of every point under PATH and whether it may be used.\n\n"
+    "PATH is a campaign folder (collection-plan.json and cells/) or a single cell folder; "
+    "give a single cell its plan with --plan, or dense eligibility cannot be proven.\n\n"
+    "Exit status: 0 every cell was classified, 1 some cell has an evidence error, "
+    "2 usage error (bad path, invalid rule files, bad option).")
+
+EPILOG = (
+    "Examples:\n\n"
+    "kvrules classify examples/dense-legacy-stamp-format examples/dp2-peer-ineligible\n\n"
+    "kvrules classify campaigns/* --format json --output report.json\n\n"
+    "kvrules classify campaign/cells/fpm-llama-decode-tp1 "
+    "--plan campaign/collection-plan.json\n\n"
+    "kvrules classify campaign --rules my-policy/ --no-dense-synthetic-kv --format jsonl")
+
+
+class _ExitTap:
+    """Pass cell verdicts through while remembering whether any cell was in error."""
+
+    def __init__(self, cells: Iterable[CellVerdict]) -> None:
+        self._cells = cells
+        self.exit_code = 0
+
+    def __iter__(self) -> Iterator[CellVerdict]:
+        for cell in self._cells:
+            if cell.status == "error":
+                self.exit_code = 1
+            yield cell
+
+
+def _policy_identity(policy: Any) -> PolicyIdentity:
+    identity = getattr(policy, "identity", None)
+    if not isinstance(identity, PolicyIdentity):
+        raise TypeError(f"load_policy() returned {type(policy).__name__} without a "
+                        "PolicyIdentity 'identity' attribute")
+    return identity
+
+
+def _render(report: Report, fmt: Format, output: Path | None) -> str:
+    if fmt is Format.json:
+        return render_json(report)
+    if output is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
+        return render_table(report, width=width, color=True)
+    return render_table(report)
+
+
+def _stream_jsonl(paths: list[str], policy: Any, plan: str | None, jobs: int,
+                  output: Path | None) -> int:
+    """Write the jsonl records as the cells arrive; the exit code once all are written."""
+    shared_tty = output is None and sys.stdout.isatty()
+    with CellProgress(enabled=not shared_tty) as progress:
+        cells = _ExitTap(api.iter_classify(paths, policy, plan=plan, jobs=jobs,
+                                           progress=progress))
+        write_lines(iter_jsonl(_policy_identity(policy), cells), output)
+    return cells.exit_code
+
+
+def classify(
+    paths: Annotated[list[str], typer.Argument(
+        metavar="PATH", help="Campaign or cell folders, classified in the order given.",
+        show_default=False)],
+    rules: Annotated[Path | None, typer.Option(
+        "--rules", metavar="DIR", help="Policy directory to use instead of the shipped one.",
+        show_default=False)] = None,
+    plan: Annotated[Path | None, typer.Option(
+        "--plan", metavar="FILE", help="collection-plan.json for a single cell folder.",
+        show_default=False)] = None,
+    fmt: Annotated[Format, typer.Option(
+        "--format", "-f", help="table for people, json one document, jsonl streamed records.",
+        case_sensitive=False)] = Format.table,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="Write the report to FILE (atomically) "
+        "instead of stdout.", show_default=False)] = None,
+    no_dense_synthetic_kv: Annotated[bool, typer.Option(
+        "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
+        "the legacy classification, exactly.")] = False,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", "-j", min=1, metavar="N", help="Cells classified in parallel.")] = 1,
+    max_errors: Annotated[int, typer.Option(
+        "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
+        "error (0: all). The report itself is never truncated.")] = 20,
+) -> None:
+    plan_arg = str(plan) if plan is not None else None
+    with usage_errors(max_errors):
+        check_output(output)
+        parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
+        policy = api.load_policy(rules, parameters=parameters)
+        if fmt is Format.jsonl:
+            raise typer.Exit(_stream_jsonl(paths, policy, plan_arg, jobs, output))
+        with CellProgress() as progress:
+            report = api.classify(paths, policy, plan=plan_arg, jobs=jobs, progress=progress)
+        write_text(_render(report, fmt, output), output)
+    raise typer.Exit(report.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``classify`` to the root app."""
+    app.command("classify", help=HELP, epilog=EPILOG, no_args_is_help=True)(classify)

@@ -1,0 +1,136 @@
+"""What every command shares: usage-error handling, output writing and the progress bar.
+
+Commands stay thin: they parse options, call the library, hand its data to
+:mod:`kvrules.verdicts.render`, write the text with :func:`write_text` or :func:`write_lines`,
+and exit with the code the library computed. A :class:`KvrulesUsageError` anywhere inside
+:func:`usage_errors` becomes its message and diagnostics on stderr and exit status 2.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, TextIO, cast
+
+import typer
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+from kvrules.diagnostics import KvrulesUsageError
+from kvrules.verdicts.render import render_diagnostics
+
+USAGE_EXIT = 2
+"""Exit status of a usage error: bad path, invalid rule files, bad options (like click)."""
+
+PROGRESS_MIN_CELLS = 20
+"""Show a progress bar only for runs of at least this many cells."""
+
+
+def fail(message: str, diagnostics_text: str = "") -> typer.Exit:
+    """Print ``kvrules: error: message`` (and diagnostics) to stderr; return Exit(2) to raise."""
+    sys.stderr.write(f"kvrules: error: {message}\n{diagnostics_text}")
+    sys.stderr.flush()
+    return typer.Exit(USAGE_EXIT)
+
+
+@contextmanager
+def usage_errors(max_errors: int = 0) -> Iterator[None]:
+    """Turn :class:`KvrulesUsageError` into a message on stderr and exit status 2."""
+    try:
+        yield
+    except KvrulesUsageError as exc:
+        raise fail(exc.message, render_diagnostics(exc.diagnostics, "text",
+                                                   limit=max_errors)) from None
+
+
+def _atomic_file(path: Path) -> tuple[TextIO, Path]:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return cast(TextIO, os.fdopen(fd, "w", encoding="utf-8", newline="\n")), Path(tmp)
+
+
+def check_output(output: Path | None) -> None:
+    """Fail early (usage error) when ``output`` cannot be a file: checked before any work."""
+    if output is None:
+        return
+    if output.is_dir():
+        raise KvrulesUsageError(f"cannot write {output}: it is a directory")
+    if not output.parent.is_dir():
+        raise KvrulesUsageError(f"cannot write {output}: {output.parent} is not a directory")
+
+
+@contextmanager
+def _output(output: Path | None) -> Iterator[TextIO]:
+    """stdout, or ``output`` written atomically: a temporary file renamed on success only."""
+    if output is None:
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    check_output(output)
+    try:
+        handle, tmp = _atomic_file(output)
+    except OSError as exc:
+        raise KvrulesUsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    try:
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, output)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(text: str, output: Path | None) -> None:
+    """Write ``text`` to stdout or, atomically, to ``output``."""
+    with _output(output) as out:
+        out.write(text)
+
+
+def write_lines(lines: Iterable[str], output: Path | None) -> None:
+    """Stream ``lines`` to stdout or, atomically, to ``output`` (constant memory)."""
+    with _output(output) as out:
+        for line in lines:
+            out.write(line)
+
+
+class CellProgress:
+    """A ``progress(done, total)`` callback drawing a rich bar on stderr.
+
+    It draws only when stderr is a terminal and the run has at least ``min_cells`` cells, so
+    logs and pipes never see it. Use as a context manager so the bar is always closed.
+    """
+
+    def __init__(self, stream: TextIO | None = None, min_cells: int = PROGRESS_MIN_CELLS,
+                 enabled: bool = True) -> None:
+        self._stream = stream if stream is not None else sys.stderr
+        self._enabled = enabled and self._stream.isatty()
+        self._min_cells = min_cells
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled or total < self._min_cells:
+            return
+        if self._bar is None:
+            self._bar = Progress(TextColumn("classifying"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=Console(file=self._stream), transient=True,
+                                 redirect_stdout=False, redirect_stderr=False)
+            self._bar.start()
+            self._task = self._bar.add_task("cells", total=total)
+        assert self._task is not None
+        self._bar.update(self._task, completed=done, total=total)
+
+    def __enter__(self) -> "CellProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
