@@ -1,6 +1,7 @@
 """``kvrules classify``: classify campaign or cell folders and write the report."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from enum import Enum
@@ -65,7 +66,7 @@ def _render(report: Report, fmt: Format, output: Path | None) -> str:
         return render_json(report)
     if output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
-        return render_table(report, width=width, color=True)
+        return render_table(report, width=width, color=not os.environ.get("NO_COLOR"))
     return render_table(report)
 
 
