@@ -1,34 +1,95 @@
 """The embedding API: load a policy once, classify folders (or extracted facts), get reports.
 
 The library never prints and never exits; the CLI is a thin layer over these functions.
+
+    >>> from kvrules import api
+    >>> policy = api.load_policy()                      # the shipped default policy
+    >>> report = api.classify(["examples/dense-native-skip-format"], policy)
+    >>> report.cells[0].points[0].kv_seed_regime
+    'skip:dense_model_content_insensitive'
 """
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from kvrules.verdicts.model import CellVerdict, PolicyIdentity, Report
+from kvrules.artifacts.discover import CellRef, discover
+from kvrules.policy.compiled import CompiledPolicy, compile_policy
+from kvrules.runtime.classifier import Classifier
+from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]
 """Called as ``progress(done_cells, total_cells)`` after each cell."""
 
 
+class Policy:
+    """A compiled policy ready to classify (compile once, classify many)."""
+
+    def __init__(self, compiled: CompiledPolicy, source: str | None) -> None:
+        self.compiled = compiled
+        self.source = source
+        self.classifier = Classifier(compiled)
+
+    @property
+    def identity(self) -> Any:
+        return self.compiled.identity
+
+    def with_parameters(self, **parameters: Any) -> "Policy":
+        """The same rules with other parameter values (e.g. dense_synthetic_kv=False)."""
+        merged = {**self.compiled.parameters, **parameters}
+        return load_policy(self.source, merged)
+
+
 def load_policy(rules: str | Path | None = None,
-                parameters: dict[str, Any] | None = None) -> "Any":
+                parameters: dict[str, Any] | None = None) -> Policy:
     """Compile a policy directory (default: the shipped policy) into a ready classifier.
 
     Raises KvrulesUsageError (exit 2) with diagnostics when the rule files are invalid.
     """
-    raise NotImplementedError  # filled in by the core (policy compiler + runtime)
+    source = str(rules) if rules is not None else None
+    return Policy(compile_policy(source, parameters), source)
 
 
-def iter_classify(paths: Sequence[str], policy: Any = None, plan: str | None = None,
+_WORKER: Classifier | None = None
+
+
+def _init_worker(source: str | None, parameters: dict[str, Any]) -> None:
+    global _WORKER
+    _WORKER = Classifier(compile_policy(source, parameters))
+
+
+def _work(ref: CellRef) -> CellVerdict:
+    assert _WORKER is not None
+    return _WORKER.classify_ref(ref)
+
+
+def iter_classify(paths: Sequence[str], policy: Policy | None = None, plan: str | None = None,
                   jobs: int = 1, progress: ProgressFn | None = None) -> Iterator[CellVerdict]:
-    """Yield cell verdicts in input order, one cell in memory at a time."""
-    raise NotImplementedError
+    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker."""
+    policy = policy or load_policy()
+    refs = discover(paths, plan)
+    total = len(refs)
+    if jobs <= 1 or total <= 1:
+        results: Iterator[CellVerdict] = (policy.classifier.classify_ref(r) for r in refs)
+        yield from _counted(results, total, progress)
+        return
+    ctx = multiprocessing.get_context("fork" if hasattr(__import__("os"), "fork") else "spawn")
+    with ctx.Pool(jobs, _init_worker, (policy.source, policy.compiled.parameters)) as pool:
+        yield from _counted(pool.imap(_work, refs, chunksize=4), total, progress)
 
 
-def classify(paths: Sequence[str], policy: Any = None, plan: str | None = None,
+def _counted(results: Iterator[CellVerdict], total: int,
+             progress: ProgressFn | None) -> Iterator[CellVerdict]:
+    for done, verdict in enumerate(results, start=1):
+        if progress is not None:
+            progress(done, total)
+        yield verdict
+
+
+def classify(paths: Sequence[str], policy: Policy | None = None, plan: str | None = None,
              jobs: int = 1, progress: ProgressFn | None = None) -> Report:
     """Classify every cell under ``paths`` and return the whole report."""
-    raise NotImplementedError
+    policy = policy or load_policy()
+    cells = tuple(iter_classify(paths, policy, plan, jobs, progress))
+    return Report(policy=policy.identity, cells=cells)

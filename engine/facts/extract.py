@@ -1,0 +1,314 @@
+"""Turn one cell's evidence into facts. Copies values as found; judges nothing.
+
+Every fact field is either the raw JSON value found at a documented place, the JSON type
+found there (``*_block`` / ``engine`` / ``shape`` fields), a count, a digest, or a split of
+a producer format (``skip:<reason>``, ``run.sh``). Absent evidence is an absent field.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from typing import Any, Iterable
+
+from kvrules.artifacts.model import CellEvidence, Document
+from kvrules.facts.jsontypes import ABSENT, json_type, pointer, type_of_key
+from kvrules.facts.model import CellFacts, Fact, PointRow
+
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+TOPOLOGY_KEYS = ("tp", "pp", "dp", "cp", "moe_tp", "moe_ep")
+PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                 "data_parallel_rank", "prefill_context_parallel_size",
+                 "decode_context_parallel_size", "enable_expert_parallel")
+CACHE_SPEC_KEYS = ("sliding_window", "attention_chunk_size", "non_causal")
+
+
+def _copy(fields: dict[str, Any], name: str, obj: Any, key: str) -> None:
+    """Copy ``obj[key]`` into ``fields[name]`` only when present (absent stays absent)."""
+    if isinstance(obj, dict) and key in obj:
+        fields[name] = obj[key]
+
+
+def _obj(obj: Any, key: str) -> Any:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def canonical_digest(obj: Any) -> str:
+    """SHA-256 of the canonical JSON encoding the producers use for generator configs."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def extract_cell(ev: CellEvidence) -> CellFacts:
+    """All facts of one cell, in a fixed order with structure-derived ids."""
+    facts: list[Fact] = [_cell_fact(ev)]
+    for doc in ev.ranks:
+        facts.append(_warmup_fact(doc))
+        facts.append(_rank_fact(doc))
+        facts.extend(_cache_spec_facts(doc))
+    if ev.plan is not None:
+        facts.append(_plan_fact(ev))
+        facts.extend(_model_section_facts(ev))
+    if ev.provenance:
+        facts.append(_provenance_fact(ev.provenance[0]))
+    facts.append(_launch_fact(ev))
+    return CellFacts(campaign=ev.campaign, cell_id=ev.cell_id, workload_kind=ev.workload_kind,
+                     facts=facts, points=_point_rows(ev.ranks), diagnostics=list(ev.diagnostics))
+
+
+def _cell_fact(ev: CellEvidence) -> Fact:
+    plan_cell = ev.plan_cell or {}
+    fields: dict[str, Any] = {"cell_id": ev.cell_id, "has_plan": ev.plan_cell is not None,
+                              "rank_count": len(ev.ranks),
+                              "warmup_views": len({_warmup_view(d.data) for d in ev.ranks}),
+                              "has_provenance": bool(ev.provenance)}
+    if ev.workload_kind is not None:
+        fields["workload_kind"] = ev.workload_kind
+    _copy(fields, "parallel_strategy", plan_cell, "parallel_strategy")
+    topology = _obj(plan_cell, "topology")
+    for key in TOPOLOGY_KEYS:
+        _copy(fields, key, topology, key)
+    _copy(fields, "model_config_sha256", _obj(plan_cell, "execution_identity"),
+          "model_config_sha256")
+    sources = {}
+    if ev.plan is not None and ev.plan_cell_index is not None:
+        sources[""] = (ev.plan.relpath, pointer("cells", ev.plan_cell_index))
+    return Fact("cell", "cell", fields, sources)
+
+
+def _warmup_view(data: dict[str, Any]) -> str:
+    """A canonical text of the warm-up triple and presence, to count distinct views."""
+    if "kvwarm" not in data:
+        return "absent"
+    k = data["kvwarm"]
+    if not isinstance(k, dict):
+        return json.dumps(["present", k], sort_keys=True)
+    return json.dumps(["present", k.get("enabled", ABSENT), k.get("warm_eligible", ABSENT),
+                       k.get("skip_reason", ABSENT)], sort_keys=True)
+
+
+def _rank_of(doc: Document) -> int:
+    return int(doc.data["dp"]["rank"])
+
+
+def _warmup_fact(doc: Document) -> Fact:
+    rank = _rank_of(doc)
+    data = doc.data
+    fields: dict[str, Any] = {"rank": rank, "present": "kvwarm" in data,
+                              "block": type_of_key(data, "kvwarm")}
+    block = data.get("kvwarm")
+    for key in ("enabled", "warm_eligible", "skip_reason"):
+        _copy(fields, key, block, key)
+    sources = {"": (doc.relpath, pointer("kvwarm"))}
+    for key in ("enabled", "warm_eligible", "skip_reason"):
+        sources[key] = (doc.relpath, pointer("kvwarm", key))
+    return Fact("warmup", f"warmup{rank}", fields, sources)
+
+
+def _rank_fact(doc: Document) -> Fact:
+    rank = _rank_of(doc)
+    engine = doc.data.get("engine")
+    model, parallel = _obj(engine, "model"), _obj(engine, "parallel")
+    versions, kv_cache = _obj(engine, "versions"), _obj(engine, "kv_cache")
+    fields: dict[str, Any] = {
+        "rank": rank, "engine": type_of_key(doc.data, "engine"),
+        "model_block": type_of_key(engine, "model"),
+        "parallel_block": type_of_key(engine, "parallel"),
+        "versions_block": type_of_key(engine, "versions"),
+        "kv_cache_block": type_of_key(engine, "kv_cache"),
+        "groups": type_of_key(kv_cache, "groups")}
+    _copy(fields, "capture_error", engine, "capture_error")
+    for key in ("model_type", "architectures", "model"):
+        _copy(fields, key, model, key)
+    for key in PARALLEL_KEYS:
+        _copy(fields, key, parallel, key)
+    _copy(fields, "vllm_version", versions, "vllm")
+    groups = kv_cache.get("groups") if kv_cache else None
+    if isinstance(groups, list):
+        fields["group_count"] = len(groups)
+    sources = {"": (doc.relpath, pointer("engine"))}
+    for key in ("model_type", "architectures", "model"):
+        sources[key] = (doc.relpath, pointer("engine", "model", key))
+    for key in PARALLEL_KEYS:
+        sources[key] = (doc.relpath, pointer("engine", "parallel", key))
+    sources["vllm_version"] = (doc.relpath, pointer("engine", "versions", "vllm"))
+    sources["groups"] = (doc.relpath, pointer("engine", "kv_cache", "groups"))
+    sources["capture_error"] = (doc.relpath, pointer("engine", "capture_error"))
+    return Fact("rank", f"rank{rank}", fields, sources)
+
+
+def _spec_fields(spec: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {"shape": json_type(spec)}
+    _copy(fields, "type", spec, "type")
+    for key in CACHE_SPEC_KEYS:
+        _copy(fields, key, spec, key)
+    if isinstance(spec, dict) and "specs" in spec:
+        fields["specs"] = json_type(spec["specs"])
+        if isinstance(spec["specs"], list):
+            fields["spec_count"] = len(spec["specs"])
+    return fields
+
+
+def _cache_spec_facts(doc: Document) -> Iterable[Fact]:
+    rank = _rank_of(doc)
+    kv_cache = _obj(_obj(doc.data, "engine"), "kv_cache")
+    groups = kv_cache.get("groups") if kv_cache else None
+    if not isinstance(groups, list):
+        return
+    for g, group in enumerate(groups):
+        fields = {"rank": rank, "group_index": g, **_spec_fields(group)}
+        src = (doc.relpath, pointer("engine", "kv_cache", "groups", g))
+        yield Fact("cache_spec", f"spec{rank}.{g}", fields, {"": src})
+        inner = group.get("specs") if isinstance(group, dict) else None
+        if isinstance(inner, list):
+            for s, spec in enumerate(inner):
+                fields = {"rank": rank, "group_index": g, "spec_index": s, **_spec_fields(spec)}
+                src = (doc.relpath, pointer("engine", "kv_cache", "groups", g, "specs", s))
+                yield Fact("cache_spec", f"spec{rank}.{g}.{s}", fields, {"": src})
+
+
+def _plan_fact(ev: CellEvidence) -> Fact:
+    assert ev.plan is not None
+    plan = ev.plan.data
+    capability = _obj(plan, "capability")
+    model_config = _obj(capability, "model_config")
+    payload = _obj(model_config, "payload")
+    fields: dict[str, Any] = {"payload": type_of_key(model_config, "payload")}
+    _copy(fields, "model_path", plan, "model_path")
+    _copy(fields, "generator_config_sha256", plan, "generator_config_sha256")
+    _copy(fields, "is_moe", capability, "is_moe")
+    _copy(fields, "attention_source", capability, "attention_source")
+    _copy(fields, "model_type", payload, "model_type")
+    _copy(fields, "architectures", payload, "architectures")
+    rel = ev.plan.relpath
+    sources = {"": (rel, pointer("capability")), "model_path": (rel, pointer("model_path")),
+               "is_moe": (rel, pointer("capability", "is_moe")),
+               "attention_source": (rel, pointer("capability", "attention_source")),
+               "payload": (rel, pointer("capability", "model_config", "payload"))}
+    return Fact("plan", "plan", fields, sources)
+
+
+def _model_section_facts(ev: CellEvidence) -> Iterable[Fact]:
+    assert ev.plan is not None
+    payload = _obj(_obj(_obj(ev.plan.data, "capability"), "model_config"), "payload")
+    if payload is None:
+        return
+    base = ("capability", "model_config", "payload")
+    sections = [("payload", payload, base)]
+    for name in ("text_config", "llm_config"):
+        if isinstance(payload.get(name), dict):
+            sections.append((name, payload[name], base + (name,)))
+    for name, obj, path in sections:
+        fields: dict[str, Any] = {"section": name}
+        for key in EXPERT_KEYS:
+            _copy(fields, key, obj, key)
+        yield Fact("model_section", f"section.{name}", fields,
+                   {"": (ev.plan.relpath, pointer(*path))})
+
+
+def _provenance_fact(doc: Document) -> Fact:
+    runtime = _obj(doc.data, "runtime")
+    fields: dict[str, Any] = {}
+    _copy(fields, "backend", runtime, "backend")
+    _copy(fields, "backend_version", runtime, "backend_version")
+    return Fact("provenance", "provenance", fields,
+                {"": (doc.relpath, pointer("runtime", "backend_version"))})
+
+
+def run_sh_model(text: str) -> str | None:
+    """The ``--model`` value of the ``engine_command=( ... )`` line, shell-split literally."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped.startswith("engine_command=("):
+            continue
+        body = stripped[len("engine_command=("):]
+        body = body[:body.rfind(")")] if ")" in body else body
+        try:
+            words = shlex.split(body, posix=True)
+        except ValueError:
+            return None
+        for i, word in enumerate(words):
+            if word == "--model" and i + 1 < len(words):
+                return words[i + 1]
+            if word.startswith("--model="):
+                return word[len("--model="):]
+    return None
+
+
+def _launch_fact(ev: CellEvidence) -> Fact:
+    fields: dict[str, Any] = {"overrides_present": ev.generator_overrides is not None}
+    sources = {}
+    if ev.generator_overrides is not None:
+        data = ev.generator_overrides.data
+        fields["overrides_digest"] = canonical_digest(data)
+        k8s = _obj(data, "K8sConfig")
+        _copy(fields, "mount_path", k8s, "k8s_pvc_mount_path")
+        _copy(fields, "path_in_pvc", k8s, "k8s_model_path_in_pvc")
+        mount, inner = fields.get("mount_path"), fields.get("path_in_pvc")
+        if isinstance(mount, str) and isinstance(inner, str):
+            fields["mounted_model"] = f"{mount.rstrip('/')}/{inner}"
+        sources[""] = (ev.generator_overrides.relpath, pointer("K8sConfig"))
+    if ev.generator_request is not None:
+        _copy(fields, "request_model_path", _obj(ev.generator_request.data, "ServiceConfig"),
+              "model_path")
+        sources["request_model_path"] = (ev.generator_request.relpath,
+                                         pointer("ServiceConfig", "model_path"))
+    if ev.run_sh is not None:
+        model = run_sh_model(ev.run_sh.text)
+        if model is not None:
+            fields["run_sh_model"] = model
+            fields["run_sh_model_literal"] = "$" not in model and "`" not in model
+        sources["run_sh_model"] = (ev.run_sh.relpath, "")
+    return Fact("launch", "launch", fields, sources)
+
+
+def _coordinates(result: dict[str, Any]) -> tuple[Any, ...]:
+    p = result["point"]
+    return (p["point_type"], p["batch_size"], p["total_prefill_tokens"],
+            p["total_kv_read_tokens"])
+
+
+def _point_rows(ranks: list[Document]) -> list[PointRow]:
+    """One row per benchmark_id, fields from the lowest rank, views counted over ranks."""
+    if not ranks:
+        return []
+    views: dict[int, set[tuple[Any, ...]]] = {}
+    for doc in ranks:  # schema-valid: coordinates are ints/strings, the regime a string or null
+        for result in doc.data["results"]:
+            view = (_coordinates(result), result.get("kv_seed_regime", ABSENT))
+            views.setdefault(result["point"]["benchmark_id"], set()).add(view)
+    first = ranks[0]
+    rows = []
+    for i, result in enumerate(first.data["results"]):
+        rows.append(_point_row(first, i, result, len(views[result["point"]["benchmark_id"]])))
+    rows.sort(key=lambda r: r.benchmark_id)
+    return rows
+
+
+def _point_row(doc: Document, index: int, result: dict[str, Any], rank_views: int) -> PointRow:
+    p = result["point"]
+    reasons = p.get("sample_reasons") or []
+    fields: dict[str, Any] = {
+        "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
+        "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
+        "total_kv_read_tokens": p["total_kv_read_tokens"], "sample_reasons": list(reasons),
+        "rank_views": rank_views}
+    native = result.get("kv_seed_regime", ABSENT)
+    if native is not ABSENT:
+        fields["native_regime"] = native
+        if isinstance(native, str) and native.startswith("skip:"):
+            fields["native_skip_reason"] = native[len("skip:"):]
+    rel = doc.relpath
+    sources = {"": (rel, pointer("results", index)),
+               "native_regime": (rel, pointer("results", index, "kv_seed_regime")),
+               "native_skip_reason": (rel, pointer("results", index, "kv_seed_regime")),
+               "sample_reasons": (rel, pointer("results", index, "point", "sample_reasons")),
+               "point_type": (rel, pointer("results", index, "point", "point_type")),
+               "total_kv_read_tokens": (rel, pointer("results", index, "point",
+                                                      "total_kv_read_tokens"))}
+    fact = Fact("point", f"p{p['benchmark_id']}", fields, sources)
+    return PointRow(benchmark_id=p["benchmark_id"], point_type=p["point_type"],
+                    batch_size=p["batch_size"], total_prefill_tokens=p["total_prefill_tokens"],
+                    total_kv_read_tokens=p["total_kv_read_tokens"],
+                    native_regime=native if isinstance(native, str) else None, fact=fact)

@@ -1,0 +1,49 @@
+"""Facts: the only thing rules see. A fact is a typed record plus where each field came from."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Source = tuple[str, str]
+"""(file relative to the input, JSON pointer) of a fact field."""
+
+
+@dataclass
+class Fact:
+    """One fact of a cell session. ``id`` is stable: it depends on structure, not content."""
+
+    type: str
+    id: str
+    fields: dict[str, Any]
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def source(self, field_name: str | None = None) -> Source:
+        """Where a field (or, failing that, the whole fact) came from."""
+        if field_name and field_name in self.sources:
+            return self.sources[field_name]
+        return self.sources.get("", ("", ""))
+
+
+@dataclass
+class PointRow:
+    """One benchmark_id of a cell as the report shows it, with its fact."""
+
+    benchmark_id: int
+    point_type: str
+    batch_size: int
+    total_prefill_tokens: int
+    total_kv_read_tokens: int
+    native_regime: str | None
+    fact: Fact
+
+
+@dataclass
+class CellFacts:
+    """Everything the engine needs about one cell, plus its structural diagnostics."""
+
+    campaign: str
+    cell_id: str
+    workload_kind: str | None
+    facts: list[Fact]
+    points: list[PointRow]
+    diagnostics: list[Any] = field(default_factory=list)

@@ -1,0 +1,390 @@
+"""The policy compiler: an ordered tuple of named passes over a CompileState.
+
+``load_yaml → validate_schema → build_model → resolve_names → check_types → stratify →
+lower_to_durable``. Each pass appends diagnostics; the driver stops before lowering when
+anything failed, so a policy that compiles is one the runtime can evaluate safely.
+``kvrules rules check`` runs the passes up to lowering and prints the diagnostics.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any, Callable
+
+from jsonschema import Draft202012Validator
+
+from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
+from kvrules.policy import codes
+from kvrules.policy.catalogue import base_catalogue
+from kvrules.policy.evaluate import atoms
+from kvrules.policy.lower import NEG_OK, lower_probes, lower_rule, sink_rules
+from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
+                                  Rule)
+from kvrules.policy.parse import Located, parse_header, parse_rule
+from kvrules.policy.yamlpos import YamlSyntaxError, load_with_positions, position_of
+from kvrules.resources import load_schema, rules_dir
+
+TEMPLATE_FIELDS = ("message", "reason")
+
+
+@dataclass
+class CompileState:
+    """Everything the passes read and write."""
+
+    source: str
+    files: dict[str, str]
+    docs: dict[str, tuple[Any, dict[str, tuple[int, int]]]] = field(default_factory=dict)
+    policy: Policy | None = None
+    fact_types: dict[str, dict[str, str]] = field(default_factory=dict)
+    strata: dict[str, int] = field(default_factory=dict)
+    rulesets: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, code: str, message: str, loc: Loc, pointer: str = "",
+              rule: str | None = None, severity: str = "error") -> None:
+        self.diagnostics.append(Diagnostic(file=loc[0], line=loc[1], column=loc[2],
+                                           message=message, code=code, pointer=pointer,
+                                           rule=rule, severity=severity))  # type: ignore[arg-type]
+
+    @property
+    def failed(self) -> bool:
+        return any(d.severity == "error" for d in self.diagnostics)
+
+
+def load_yaml(state: CompileState) -> None:
+    """Parse every file, keeping positions; a syntax error names its line and column."""
+    for name, text in sorted(state.files.items()):
+        try:
+            state.docs[name] = load_with_positions(text)
+        except YamlSyntaxError as exc:
+            state.error(codes.RULE_YAML_ERROR, str(exc), (name, exc.line, exc.column))
+
+
+@lru_cache(maxsize=1)
+def _rules_validator() -> Draft202012Validator:
+    return Draft202012Validator(load_schema("rules.schema.json"))
+
+
+def _json_pointer(path: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def validate_schema(state: CompileState) -> None:
+    """Check each file against schemas/rules.schema.json before anything is compiled."""
+    for name, (data, positions) in sorted(state.docs.items()):
+        if data is None:
+            continue
+        for err in sorted(_rules_validator().iter_errors(data), key=lambda e: list(e.path)):
+            ptr = _json_pointer(err.absolute_path)
+            rule = _rule_id_at(data, list(err.absolute_path))
+            line, col = position_of(positions, ptr)
+            state.error(codes.RULE_SCHEMA_ERROR, _schema_message(err), (name, line, col),
+                        ptr, rule)
+
+
+def _schema_message(err: Any) -> str:
+    best = err
+    if err.context:
+        best = sorted(err.context, key=lambda e: (-len(e.absolute_path), e.message))[0]
+    where = _json_pointer(best.absolute_path) or "/"
+    return f"{where}: {best.message}"
+
+
+def _rule_id_at(data: Any, path: list[Any]) -> str | None:
+    if len(path) >= 2 and path[0] == "rules" and isinstance(data, dict):
+        try:
+            rid = data["rules"][path[1]].get("id")
+            return rid if isinstance(rid, str) else None
+        except (IndexError, AttributeError, TypeError):
+            return None
+    return None
+
+
+def build_model(state: CompileState) -> None:
+    """Build the Policy: exactly one header, then every rule in file order."""
+    headers = [(n, d) for n, (d, _) in sorted(state.docs.items())
+               if isinstance(d, dict) and "policy" in d]
+    if len(headers) != 1:
+        where = headers[1][0] if len(headers) > 1 else state.source
+        state.error(codes.RULE_HEADER_ERROR, f"expected exactly one 'policy:' header, "
+                    f"found {len(headers)}", (where, 1, 1))
+        return
+    name, data = headers[0]
+    state.policy = parse_header(data["policy"], Located(name, state.docs[name][1]))
+    for fname, (doc, positions) in sorted(state.docs.items()):
+        at = Located(fname, positions)
+        for i, raw in enumerate((doc or {}).get("rules", []) if isinstance(doc, dict) else []):
+            state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
+    state.policy.files = dict(state.files)
+
+
+def resolve_names(state: CompileState) -> None:
+    """Fact types, fields, aliases, rule ids and vocabulary all resolve."""
+    policy = state.policy
+    assert policy is not None
+    types = {n: dict(t.fields) for n, t in base_catalogue().items()}
+    types["params"] = {n: p.type for n, p in policy.parameters.items()}
+    for n, fields in BUILTIN_FACTS.items():
+        types[n] = {**fields, **DERIVED_COMMON_FIELDS}
+    for n, fields in policy.derived.items():
+        types[n] = {**fields, **DERIVED_COMMON_FIELDS}
+    for n in types:
+        types[n].setdefault("id", "string")
+    state.fact_types = types
+    seen: dict[str, Rule] = {}
+    for rule in policy.rules:
+        if rule.id in seen:
+            state.error(codes.RULE_DUPLICATE_ID, f"rule id '{rule.id}' is already used at "
+                        f"{seen[rule.id].loc[0]}:{seen[rule.id].loc[1]}", rule.loc,
+                        rule.pointer, rule.id)
+        seen.setdefault(rule.id, rule)
+        _resolve_rule(state, rule)
+
+
+def _resolve_rule(state: CompileState, rule: Rule) -> None:
+    bound: dict[str, str] = {}
+    for pattern in rule.patterns:
+        if pattern.fact not in state.fact_types:
+            state.error(codes.RULE_UNKNOWN_FACT, f"unknown fact type '{pattern.fact}'",
+                        pattern.loc, pattern.pointer, rule.id)
+            continue
+        env = dict(bound)
+        env.setdefault(pattern.alias, pattern.fact)  # a field may be compared with its own fact
+        if not pattern.negated:
+            if pattern.alias in bound:
+                state.error(codes.RULE_DUPLICATE_ALIAS, f"alias '{pattern.alias}' is bound "
+                            "twice; name one with 'as:'", pattern.loc, pattern.pointer, rule.id)
+            bound[pattern.alias] = pattern.fact
+        fields = state.fact_types[pattern.fact]
+        for atom in atoms(pattern.where):
+            if atom.field not in fields:
+                state.error(codes.RULE_UNKNOWN_FIELD, f"fact '{pattern.fact}' has no field "
+                            f"'{atom.field}'", atom.loc, atom.pointer, rule.id)
+            if isinstance(atom.operand, Ref):
+                _check_ref(state, rule, atom.operand, env, atom.loc, atom.pointer)
+    if not rule.positives:
+        state.error(codes.RULE_UNSUPPORTED, "a rule needs at least one positive pattern",
+                    rule.loc, rule.pointer, rule.id)
+    for action in rule.actions:
+        _resolve_action(state, rule, action, bound)
+    _check_template(state, rule, rule.reason, bound, rule.loc, rule.pointer + "/reason")
+
+
+def _check_ref(state: CompileState, rule: Rule, ref: Ref, bound: dict[str, str], loc: Loc,
+               ptr: str) -> None:
+    if ref.alias not in bound:
+        state.error(codes.RULE_UNKNOWN_ALIAS, f"'{ref.alias}' is not bound by an earlier "
+                    "positive pattern", loc, ptr, rule.id)
+    elif ref.field not in state.fact_types[bound[ref.alias]]:
+        state.error(codes.RULE_UNKNOWN_FIELD, f"fact '{bound[ref.alias]}' has no field "
+                    f"'{ref.field}'", loc, ptr, rule.id)
+
+
+def _resolve_action(state: CompileState, rule: Rule, action: Any, bound: dict[str, str]) -> None:
+    policy = state.policy
+    assert policy is not None
+    args = action.args
+    if action.kind == "derive":
+        if args["fact"] not in policy.derived:
+            state.error(codes.RULE_UNKNOWN_FACT, f"derived fact '{args['fact']}' is not "
+                        "declared under policy.derived", action.loc, action.pointer, rule.id)
+            return
+        declared = policy.derived[args["fact"]]
+        for name, value in args.get("set", {}).items():
+            if name not in declared:
+                state.error(codes.RULE_UNKNOWN_FIELD, f"derived fact '{args['fact']}' has no "
+                            f"field '{name}'", action.loc, action.pointer, rule.id)
+            if isinstance(value, Ref):
+                _check_ref(state, rule, value, bound, action.loc, action.pointer)
+    for value in args.values():
+        if isinstance(value, Ref):
+            _check_ref(state, rule, value, bound, action.loc, action.pointer)
+    if action.kind == "error" and policy.error_codes and args["code"] not in policy.error_codes:
+        state.error(codes.RULE_VOCABULARY_ERROR, f"error code '{args['code']}' is not in "
+                    "policy.error_codes", action.loc, action.pointer, rule.id)
+    if action.kind in ("fail", "qualify") and args["group"] not in policy.qualifications:
+        state.error(codes.RULE_VOCABULARY_ERROR, f"qualification group '{args['group']}' is "
+                    "not declared under policy.qualifications", action.loc, action.pointer,
+                    rule.id)
+    value = args.get("value")
+    if action.kind == "regime" and not isinstance(value, Ref) and policy.regimes \
+            and value not in policy.regimes:
+        state.error(codes.RULE_VOCABULARY_ERROR, f"regime '{value}' is not in policy.regimes",
+                    action.loc, action.pointer, rule.id)
+    for key in TEMPLATE_FIELDS:
+        if isinstance(args.get(key), str):
+            _check_template(state, rule, args[key], bound, action.loc, action.pointer)
+
+
+def template_refs(template: str) -> list[Ref]:
+    """``{alias.field}`` placeholders of a reason or message template."""
+    import re
+    return [Ref(a, f) for a, f in re.findall(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}",
+                                             template)]
+
+
+def _check_template(state: CompileState, rule: Rule, template: str, bound: dict[str, str],
+                    loc: Loc, ptr: str) -> None:
+    for ref in template_refs(template):
+        _check_ref(state, rule, ref, bound, loc, ptr)
+
+
+LIST_OPS = ("contains_any",)
+NUMBER_OPS = ("lt", "le", "gt", "ge")
+
+
+def check_types(state: CompileState) -> None:
+    """Operators and literals fit the declared field types; unsupported negations rejected."""
+    policy = state.policy
+    assert policy is not None
+    for rule in policy.rules:
+        for pattern in rule.patterns:
+            fields = state.fact_types.get(pattern.fact, {})
+            for atom in atoms(pattern.where):
+                kind = fields.get(atom.field)
+                if kind is not None:
+                    problem = _type_problem(kind, atom)
+                    if problem:
+                        state.error(codes.RULE_TYPE_ERROR, problem, atom.loc, atom.pointer,
+                                    rule.id)
+                if atom.negated and (atom.op == "starts_with" or (
+                        isinstance(atom.operand, Ref) and atom.op in NUMBER_OPS)):
+                    state.error(codes.RULE_UNSUPPORTED, f"'{atom.describe()}' cannot be "
+                                "negated", atom.loc, atom.pointer, rule.id)
+
+
+def _literal_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "array"
+
+
+def _type_problem(kind: str, atom: Any) -> str | None:
+    op, operand = atom.op, atom.operand
+    if op in LIST_OPS and kind not in ("string_list",):
+        return f"{op} needs a string_list field; '{atom.field}' is {kind}"
+    if kind == "string_list" and op not in LIST_OPS + ("exists",):
+        return f"'{atom.field}' is a string_list: use contains, contains_any or contains_none"
+    if isinstance(operand, Ref) or kind == "any" or op in ("exists", "truthy", "is"):
+        return None
+    values = operand if op == "in" else [operand]
+    if op in NUMBER_OPS and kind != "integer":
+        return f"{op} compares numbers; '{atom.field}' is {kind}"
+    for v in values:
+        lit = _literal_kind(v)
+        if op in ("eq", "in") and lit != kind and not (kind == "integer" and lit == "number"):
+            return f"'{atom.field}' is {kind} but is compared with {lit} {v!r}"
+    return None
+
+
+def stratify(state: CompileState) -> None:
+    """Assign each rule a stratum so every ``none`` sees complete facts (no negation cycles)."""
+    policy = state.policy
+    assert policy is not None
+    producers: dict[str, list[str]] = {}
+    for rule in policy.rules:
+        for action in rule.actions:
+            producers.setdefault(action.produces, []).append(rule.id)
+    strata = {r.id: 1 for r in policy.rules}
+    limit = 2 * len(policy.rules) + 3
+    changed = True
+    while changed:
+        changed = False
+        for rule in policy.rules:
+            need = 1
+            pos = [strata[p] for pat in rule.positives for p in producers.get(pat.fact, [])]
+            neg = [strata[p] for pat in rule.negatives for p in producers.get(pat.fact, [])]
+            if pos:
+                need = max(need, max(pos))
+            if rule.negatives:
+                need = max(need, (max(pos) if pos else 0) + 1, (max(neg) if neg else 0) + 2)
+            if need > strata[rule.id]:
+                strata[rule.id] = need
+                changed = True
+                if need > limit:
+                    state.error(codes.RULE_NEGATION_CYCLE, f"rule '{rule.id}' depends on "
+                                "itself through 'none'", rule.loc, rule.pointer, rule.id)
+                    return
+    state.strata = strata
+
+
+def lower_to_durable(state: CompileState) -> None:
+    """One durable ruleset definition per stratum (probes one stratum before their rule)."""
+    policy = state.policy
+    assert policy is not None
+    top = max(state.strata.values(), default=1)
+    rulesets: list[dict[str, Any]] = [{} for _ in range(top)]
+    for rule in policy.rules:
+        k = state.strata[rule.id] - 1
+        rulesets[k].update(lower_rule(rule))
+        if rule.negatives:
+            rulesets[k - 1].update(lower_probes(rule))
+    kinds = sorted(state.fact_types) + [NEG_OK]
+    for ruleset in rulesets:
+        ruleset.update(sink_rules(kinds))
+    state.rulesets = rulesets
+
+
+Pass = Callable[[CompileState], None]
+CHECK_PASSES: tuple[tuple[str, Pass], ...] = (
+    ("load_yaml", load_yaml), ("validate_schema", validate_schema),
+    ("build_model", build_model), ("resolve_names", resolve_names),
+    ("check_types", check_types), ("stratify", stratify))
+PASSES: tuple[tuple[str, Pass], ...] = CHECK_PASSES + (("lower_to_durable", lower_to_durable),)
+GATES = {"build_model", "resolve_names", "lower_to_durable"}
+"""Passes that need every earlier pass clean (they would trip over broken input)."""
+
+
+def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dict[str, str]]:
+    """Read ``*.yaml`` of a policy directory (default: the shipped policy), not subfolders."""
+    if source is None:
+        root: Traversable = rules_dir()
+        label = "rules"
+    else:
+        path = Path(source)
+        if not path.is_dir():
+            raise KvrulesUsageError(f"policy directory not found: {source}")
+        root, label = path, str(source)
+    files = {}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.is_file() and entry.name.endswith((".yaml", ".yml")):
+            files[f"{label}/{entry.name}"] = entry.read_text(encoding="utf-8")
+    if not files:
+        raise KvrulesUsageError(f"no rule files (*.yaml) in {label}")
+    return label, files
+
+
+def run_passes(source: str | Path | Traversable | None,
+               passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompileState:
+    """Run passes in order; stop at a gate when anything failed."""
+    label, files = read_policy_files(source)
+    state = CompileState(source=label, files=files)
+    for name, fn in passes:
+        if name in GATES and state.failed:
+            break
+        fn(state)
+        if name == "stratify" and not state.strata and state.policy and state.policy.rules:
+            break
+    state.diagnostics = sort_diagnostics(state.diagnostics)
+    return state
+
+
+def policy_digest(files: dict[str, str], parameters: dict[str, Any]) -> str:
+    """sha256 over file names, contents and parameter values: identifies a report's policy."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.rsplit("/", 1)[-1].encode() + b"\0" + files[name].encode() + b"\0")
+    for key in sorted(parameters):
+        h.update(f"{key}={parameters[key]!r}\0".encode())
+    return "sha256:" + h.hexdigest()

@@ -1,0 +1,171 @@
+"""Lower compiled rules to durable-rules ruleset definitions (one ruleset per stratum).
+
+Conditions test encoded values (see runtime/encode.py). A rule with ``none`` patterns is
+split into probes the runtime uses for stratified negation: ``<id>#cand`` (the positive
+part) and ``<id>#wit<i>`` (positive part plus the i-th negated pattern), both one stratum
+earlier, and the main rule joined on a ``neg_ok`` fact the runtime asserts for every
+candidate binding without a witness. durable's own ``$not`` is never used.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
+from kvrules.runtime.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
+                                    companion, encode_scalar, escape_prefix)
+
+ABSENT_TAG = "absent"
+NEG_OK = "neg_ok"
+INVERSE = {"lt": "$gte", "le": "$gt", "gt": "$lte", "ge": "$lt"}
+DIRECT = {"lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _num(field: str) -> str:
+    return field + NUMERIC_SUFFIX
+
+
+def _absent(field: str) -> dict[str, Any]:
+    return {"$or": [{"$nex": {field: 1}}, {field: ABSENT_MARK}]}
+
+
+def _present(field: str) -> dict[str, Any]:
+    return {"$neq": {field: ABSENT_MARK}}  # $neq never matches a missing field
+
+
+def _eq_literal(field: str, value: Any) -> dict[str, Any]:
+    if _is_number(value):
+        return {"$and": [{_num(field): 1}, {field: value}]}
+    return {field: encode_scalar(value)}
+
+
+def _ne_present(field: str, value: Any) -> dict[str, Any]:
+    """Present and different (the absent case is added by the caller)."""
+    if _is_number(value):
+        return {"$or": [{"$nex": {_num(field): 1}}, {"$neq": {field: value}}]}
+    return {"$neq": {field: encode_scalar(value)}}
+
+
+def _ne_literal(field: str, value: Any) -> dict[str, Any]:
+    return {"$or": [{"$nex": {field: 1}}, _ne_present(field, value)]}
+
+
+def _is(field: str, kind: str, negated: bool) -> dict[str, Any]:
+    if kind == "number":
+        return {"$nex": {_num(field): 1}} if negated else {_num(field): 1}
+    t = companion(field)
+    return {"$or": [{"$nex": {t: 1}}, {"$neq": {t: kind}}]} if negated else {t: kind}
+
+
+def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
+    ref = atom.operand
+    assert isinstance(ref, Ref)
+    f, t = atom.field, companion(atom.field)
+    source = "$m" if ref.alias == alias else ref.alias
+    other, other_t = {source: ref.field}, {source: companion(ref.field)}
+    if atom.op == "eq" and not atom.negated:
+        return {"$and": [{"$neq": {t: ABSENT_TAG}}, {f: other}, {t: other_t}]}
+    if atom.op == "eq":
+        return {"$or": [{"$nex": {f: 1}}, {t: ABSENT_TAG}, {"$neq": {f: other}},
+                        {"$neq": {t: other_t}}]}
+    if atom.negated:
+        raise ValueError("a negated comparison with a ref cannot be lowered")
+    return {"$and": [{_num(f): 1}, {t: other_t}, {DIRECT[atom.op]: {f: other}}]}
+
+
+def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
+    """The engine condition for one atom (raises ValueError for unsupported negations)."""
+    f, op, v, neg = atom.field, atom.op, atom.operand, atom.negated
+    if isinstance(v, Ref):
+        return _ref_atom(atom, alias)
+    if op == "exists":
+        return _absent(f) if neg else _present(f)
+    if op == "eq":
+        return _ne_literal(f, v) if neg else _eq_literal(f, v)
+    if op == "in":
+        if neg:
+            return {"$or": [{"$nex": {f: 1}}, {"$and": [_ne_present(f, x) for x in v]}]}
+        return {"$or": [_eq_literal(f, x) for x in v]}
+    if op in DIRECT:
+        if neg:
+            return {"$or": [{"$nex": {_num(f): 1}}, {INVERSE[op]: {f: v}}]}
+        return {"$and": [{_num(f): 1}, {DIRECT[op]: {f: v}}]}
+    if op == "truthy":
+        b = f + TRUTHY_SUFFIX
+        return {"$or": [{"$nex": {b: 1}}, {b: 0}]} if neg else {b: 1}
+    if op == "is":
+        return _is(f, v, neg)
+    if op == "starts_with":
+        if neg:
+            raise ValueError("starts_with cannot be negated")
+        return {"$mt": {f: "s:" + escape_prefix(v) + ".*"}}
+    if op == "contains_any":
+        items = ["s:" + x for x in v]
+        if neg:
+            return {"$or": [{"$nex": {f: 1}},
+                            {"$and": [{"$iall": {f: {"$neq": {"$i": x}}}} for x in items]}]}
+        return {"$or": [{"$iany": {f: {"$i": x}}} for x in items]}
+    raise ValueError(f"unknown operator {op}")
+
+
+def _flatten(key: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Merge nested same-kind connectives so the engine sees the flattest expression."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if set(part) == {key}:
+            out.extend(part[key])
+        else:
+            out.append(part)
+    return out[0] if len(out) == 1 else {key: out}
+
+
+def lower_expr(expr: Expr, alias: str = "") -> dict[str, Any]:
+    if expr.kind == "atom":
+        assert expr.atom is not None
+        return lower_atom(expr.atom, alias)
+    key = "$and" if expr.kind == "and" else "$or"
+    return _flatten(key, [lower_expr(c, alias) for c in expr.children])
+
+
+def lower_pattern(pattern: Pattern) -> dict[str, Any]:
+    """``{alias: condition}`` for one positive fact pattern."""
+    conds: list[dict[str, Any]] = [{DISCRIMINATOR: pattern.fact}]
+    if pattern.where is not None:
+        conds.append(lower_expr(pattern.where, pattern.alias))
+    return {pattern.alias: _flatten("$and", conds)}
+
+
+def neg_ok_pattern(rule: Rule) -> dict[str, Any]:
+    """The join on the runtime's ``neg_ok`` fact for this rule's binding."""
+    conds: list[dict[str, Any]] = [{DISCRIMINATOR: NEG_OK}, {"rule": "s:" + rule.id}]
+    conds += [{f"b_{p.alias}": {p.alias: "id"}} for p in rule.positives]
+    return {"neg_ok_": {"$and": conds}}
+
+
+def lower_rule(rule: Rule) -> dict[str, dict[str, Any]]:
+    """The main engine rule (named by its id)."""
+    alls = [lower_pattern(p) for p in rule.positives]
+    if rule.negatives:
+        alls.append(neg_ok_pattern(rule))
+    return {rule.id: {"all": alls, "run": rule.id}}
+
+
+def lower_probes(rule: Rule) -> dict[str, dict[str, Any]]:
+    """Candidate and witness probes of a rule with ``none`` patterns."""
+    positives = [lower_pattern(p) for p in rule.positives]
+    out = {f"{rule.id}#cand": {"all": positives, "run": f"{rule.id}#cand"}}
+    for i, neg in enumerate(rule.negatives):
+        pos = Pattern(neg.fact, neg.alias, neg.where, False, neg.pointer, neg.loc)
+        out[f"{rule.id}#wit{i}"] = {"all": positives + [lower_pattern(pos)],
+                                     "run": f"{rule.id}#wit{i}"}
+    return out
+
+
+def sink_rules(fact_types: list[str]) -> dict[str, dict[str, Any]]:
+    """Rules that make every fact 'handled' and never fire (durable rejects unmatched facts)."""
+    return {f"sink#{t}": {"all": [{"x": {DISCRIMINATOR: t}}, {"y": {DISCRIMINATOR: "__never__"}}],
+                          "run": "sink#"}
+            for t in fact_types}

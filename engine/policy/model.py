@@ -1,0 +1,139 @@
+"""The parsed policy: rules, patterns, tests and actions, each with its source location."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Loc = tuple[str, int, int]
+"""(file, line, column) of a policy element."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to a field of another bound fact: ``{ref: alias.field}``."""
+
+    alias: str
+    field: str
+
+
+Operand = Any  # a literal (scalar or list of scalars) or a Ref
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One test of one field: ``field op operand``; ``negated`` after pushing ``not`` down."""
+
+    field: str
+    op: str
+    operand: Operand
+    negated: bool = False
+    pointer: str = ""
+    loc: Loc = ("", 0, 0)
+
+    def describe(self) -> str:
+        """Human form such as ``native_regime == 'fake_fallback'``."""
+        operand = f"{self.operand.alias}.{self.operand.field}" if isinstance(
+            self.operand, Ref) else repr(self.operand)
+        text = f"{self.field} {self.op} {operand}"
+        return f"not ({text})" if self.negated else text
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A boolean combination: kind is ``and``/``or`` over children, or ``atom``."""
+
+    kind: str
+    children: tuple["Expr", ...] = ()
+    atom: Atom | None = None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A fact pattern: bind one fact of ``fact`` type as ``alias`` when ``where`` holds."""
+
+    fact: str
+    alias: str
+    where: Expr | None
+    negated: bool
+    pointer: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action: kind is derive|error|fail|qualify|regime|eligible."""
+
+    kind: str
+    args: dict[str, Any]
+    pointer: str
+    loc: Loc
+
+    @property
+    def produces(self) -> str:
+        """The fact type this action asserts."""
+        return self.args["fact"] if self.kind == "derive" else BUILTIN_BY_ACTION[self.kind]
+
+
+BUILTIN_BY_ACTION = {"error": "evidence_error", "fail": "condition_failed",
+                     "qualify": "qualified", "regime": "verdict_regime",
+                     "eligible": "verdict_eligible"}
+
+BUILTIN_FACTS: dict[str, dict[str, str]] = {
+    "evidence_error": {"code": "string", "message": "string", "at_fact": "string",
+                       "at_field": "string"},
+    "condition_failed": {"group": "string", "condition": "string", "reason": "string"},
+    "qualified": {"group": "string"},
+    "verdict_regime": {"point": "string", "value": "any", "decided_by": "string"},
+    "verdict_eligible": {"point": "string"},
+}
+"""Facts the runtime reads to build verdicts; rules produce them with the matching actions."""
+
+COMMON_FIELDS = {"id": "string"}
+DERIVED_COMMON_FIELDS = {"id": "string", "by": "string"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule: patterns (positive and ``none``), actions, and a reason template."""
+
+    id: str
+    description: str
+    patterns: tuple[Pattern, ...]
+    actions: tuple[Action, ...]
+    reason: str
+    loc: Loc
+    pointer: str
+    file: str
+
+    @property
+    def positives(self) -> tuple[Pattern, ...]:
+        return tuple(p for p in self.patterns if not p.negated)
+
+    @property
+    def negatives(self) -> tuple[Pattern, ...]:
+        return tuple(p for p in self.patterns if p.negated)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    default: Any
+    description: str = ""
+
+
+@dataclass
+class Policy:
+    """A whole policy directory after parsing (before compilation)."""
+
+    name: str
+    version: str
+    description: str
+    parameters: dict[str, Parameter]
+    qualifications: dict[str, dict[str, Any]]
+    derived: dict[str, dict[str, str]]
+    regimes: tuple[str, ...]
+    error_codes: tuple[str, ...]
+    rules: list[Rule] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    header_loc: Loc = ("", 0, 0)

@@ -1,0 +1,54 @@
+"""Classify one cell: evidence → facts → point classes → engine → verdict.
+
+A small bounded memo shares evaluations between cells whose rule-visible facts are
+identical (the rules read no cell identity), so a campaign of similar cells costs one
+engine run per distinct shape, not per cell.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from kvrules.artifacts.discover import CellRef
+from kvrules.artifacts.load import load_cell
+from kvrules.artifacts.model import CellEvidence
+from kvrules.facts.extract import extract_cell
+from kvrules.facts.model import CellFacts
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.runtime.classes import point_classes, projection
+from kvrules.runtime.events import Evaluation
+from kvrules.runtime.session import evaluate
+from kvrules.verdicts.build import build_cell
+from kvrules.verdicts.model import CellVerdict
+
+MEMO_SIZE = 256
+
+
+class Classifier:
+    """A compiled policy plus its evaluation memo; one per process (not shared by threads)."""
+
+    def __init__(self, cp: CompiledPolicy) -> None:
+        self.cp = cp
+        self._memo: OrderedDict[str, Evaluation] = OrderedDict()
+        self.evaluations = 0
+
+    def classify_facts(self, cell: CellFacts) -> CellVerdict:
+        """Verdict of a cell from already extracted facts."""
+        classes, class_of = point_classes(self.cp, cell.points)
+        facts = cell.facts + classes
+        key = projection(self.cp, facts)
+        ev = self._memo.get(key)
+        if ev is None:
+            ev = evaluate(self.cp, facts)
+            self.evaluations += 1
+            self._memo[key] = ev
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(key)
+        return build_cell(self.cp, cell, ev, class_of, classes)
+
+    def classify_evidence(self, evidence: CellEvidence) -> CellVerdict:
+        return self.classify_facts(extract_cell(evidence))
+
+    def classify_ref(self, ref: CellRef) -> CellVerdict:
+        return self.classify_evidence(load_cell(ref))

@@ -1,0 +1,97 @@
+"""Strict typing on a loosely typed engine.
+
+durable-rules compares loosely (``true == 1``, ``4 == "4"``, ``"abc" > 0``). Every value
+is therefore tagged by JSON type before it reaches the engine, and every field gets a
+companion ``<field>__t`` naming its JSON type. Compiled conditions test tags and
+companions, so a boolean can never equal a number and a string never compares as one.
+Lists of strings get a sentinel first element so "contains none" holds on empty lists.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kvrules.facts.jsontypes import json_type
+
+DISCRIMINATOR = "fact_"
+TYPE_SUFFIX = "__t"
+LIST_SENTINEL = "z:"
+INT64_MAX = 2**63 - 1
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON text: identical content gives identical text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def companion(field: str) -> str:
+    return field + TYPE_SUFFIX
+
+
+def encode_scalar(value: Any) -> Any:
+    """The engine form of one JSON value (numbers stay numbers, all else is tagged text)."""
+    if value is None:
+        return "n:"
+    if isinstance(value, bool):
+        return "b:true" if value else "b:false"
+    if isinstance(value, int):
+        return value if -INT64_MAX <= value <= INT64_MAX else "j:" + str(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, str):
+        return "s:" + value
+    return "j:" + canonical(value)
+
+
+def value_type(value: Any) -> str:
+    """The companion tag: the JSON type, or ``bigint`` for integers the engine would clamp."""
+    kind = json_type(value)
+    if kind == "integer" and not -INT64_MAX <= value <= INT64_MAX:
+        return "bigint"
+    return kind
+
+
+NUMERIC_SUFFIX = "__n"
+TRUTHY_SUFFIX = "__b"
+ABSENT_MARK = "x:"
+
+
+def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[str, Any]:
+    """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
+    ``__b`` truthiness (1/0). Companions keep compiled conditions flat (no DNF blow-up)."""
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name in list_fields and isinstance(value, list):
+            out[name] = [LIST_SENTINEL] + ["s:" + v for v in value]
+        else:
+            out[name] = encode_scalar(value)
+        out[companion(name)] = value_type(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and value_type(value) != "bigint":
+            out[name + NUMERIC_SUFFIX] = 1
+        out[name + TRUTHY_SUFFIX] = 1 if value else 0
+    return out
+
+
+def absent_marker(name: str) -> dict[str, Any]:
+    """A referenced field that is absent: present to the engine (a join on a missing field
+    is an engine error), but equal to nothing and typed ``absent``."""
+    return {name: ABSENT_MARK, companion(name): "absent", name + TRUTHY_SUFFIX: 0}
+
+
+def encode_fact(fact_type: str, fact_id: str, fields: dict[str, Any],
+                list_fields: frozenset[str]) -> dict[str, Any]:
+    """A complete engine fact: discriminator, id and encoded fields."""
+    out = encode_fields(fields, list_fields)
+    out[DISCRIMINATOR] = fact_type
+    out["id"] = "s:" + fact_id
+    out[companion("id")] = "string"
+    return out
+
+
+MT_SPECIAL = set("()[]*+?%{}|.")
+
+
+def escape_prefix(text: str) -> str:
+    """Escape text for durable's anchored ``$mt`` dialect (``%`` escapes specials)."""
+    return "".join("%" + ch if ch in MT_SPECIAL else ch for ch in text)

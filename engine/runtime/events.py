@@ -1,0 +1,37 @@
+"""The event stream of one evaluation: what explain, coverage and traces are built from."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RuleFired:
+    """A rule fired: which facts it bound (alias → fact id), what it derived, and why."""
+
+    rule: str
+    stratum: int
+    bindings: tuple[tuple[str, str], ...]
+    derived: tuple[str, ...]
+    reason: str
+    points: frozenset[str] = frozenset()
+
+
+@dataclass
+class DerivedFact:
+    """A fact asserted by a rule (``by``) from the facts it bound."""
+
+    type: str
+    id: str
+    fields: dict[str, Any]
+    by: str
+    bindings: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Evaluation:
+    """Result of evaluating one cell session: derived facts, fired rules, engine failures."""
+
+    derived: list[DerivedFact] = field(default_factory=list)
+    events: list[RuleFired] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)

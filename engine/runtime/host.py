@@ -1,0 +1,77 @@
+"""The one durable-rules host of a process, with every known pitfall closed.
+
+* no background timer threads (the stock Host dispatches from threads and segfaults);
+* a JSON shim so floats written with an exponent reach the engine;
+* actions looked up by name in a registry the runtime controls;
+* one evaluation at a time (the engine has no locks), one short-lived session each.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from typing import Any, Callable
+
+import durable.engine as durable_engine
+from durable.engine import Host
+
+_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
+
+
+class _JsonShim:
+    """json.dumps that writes ``1e-05`` as ``1.0e-05`` (the engine rejects the former)."""
+
+    loads = staticmethod(json.loads)
+
+    @staticmethod
+    def dumps(obj: Any, **kwargs: Any) -> str:
+        text = json.dumps(obj, **kwargs)
+        return _EXPONENT.sub(lambda m: m.group(0) if m.group(1) is None
+                             else f"{m.group(1)}.0{m.group(2)}", text)
+
+
+durable_engine.json = _JsonShim  # type: ignore[attr-defined]
+
+Action = Callable[[Any], None]
+
+
+class QuietHost(Host):  # type: ignore[misc]
+    """A durable Host without timer threads whose actions come from a registry."""
+
+    def __init__(self) -> None:
+        self.actions: dict[str, Action] = {}
+        super().__init__()
+
+    def _run(self) -> None:  # no dispatcher / pulse threads
+        return None
+
+    def get_action(self, action_name: str) -> Action:
+        return self.actions[action_name]
+
+    def register(self, name: str, definition: dict[str, Any], actions: dict[str, Action]) -> None:
+        """Register one ruleset under a unique name; ``definition`` is deep-copied."""
+        self.actions.update(actions)
+        self.register_rulesets({name: copy.deepcopy(definition)})
+
+
+_HOST: QuietHost | None = None
+_REGISTERED: set[str] = set()
+LOCK = threading.RLock()
+"""Held for every engine call: durable-rules is not thread-safe."""
+
+
+def host() -> QuietHost:
+    """The process-wide host (created lazily, also in forked/spawned workers)."""
+    global _HOST
+    if _HOST is None:
+        _HOST = QuietHost()
+    return _HOST
+
+
+def ensure_registered(name: str, definition: dict[str, Any], actions: dict[str, Action]) -> None:
+    """Register a ruleset once per process (names are versioned by policy digest)."""
+    with LOCK:
+        if name not in _REGISTERED:
+            host().register(name, definition, actions)
+            _REGISTERED.add(name)

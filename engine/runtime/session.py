@@ -1,0 +1,213 @@
+"""Evaluate one cell's facts with a compiled policy on durable-rules, stratum by stratum.
+
+Per stratum: a fresh session gets every fact known so far in ONE batch (so no rule sees a
+partial input), runs to quiescence, and is deleted (never more than one live session).
+Negation is stratified: probes of the previous stratum record candidate bindings and
+witnesses; the runtime asserts ``neg_ok`` for candidates without a witness. Every action
+is wrapped: exceptions are recorded, never swallowed; an engine failure fails the cell
+closed instead of passing silently.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Callable
+
+from kvrules.facts.model import Fact
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.lower import NEG_OK
+from kvrules.policy.model import Action, Ref, Rule
+from kvrules.runtime import host as hostmod
+from kvrules.runtime.encode import absent_marker, encode_fact
+from kvrules.runtime.events import DerivedFact, Evaluation, RuleFired
+
+_SIDS = itertools.count(1)
+_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
+
+
+class _Context:
+    """Python-side state of the evaluation in progress (decoded facts by id)."""
+
+    def __init__(self, cp: CompiledPolicy) -> None:
+        self.cp = cp
+        self.types: dict[str, str] = {}
+        self.fields: dict[str, dict[str, Any]] = {}
+        self.encoded: list[dict[str, Any]] = []
+        self.result = Evaluation()
+        self.stratum = 0
+        self.probes: dict[str, set[tuple[str, ...]]] = {}
+        self.counter = itertools.count(1)
+
+    def add(self, fact_type: str, fact_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        self.types[fact_id] = fact_type
+        self.fields[fact_id] = {**fields, "id": fact_id}
+        encoded = encode_fact(fact_type, fact_id, fields, self.cp.list_fields.get(fact_type,
+                                                                                  frozenset()))
+        for name in self.cp.ref_targets.get(fact_type, ()):
+            if name not in encoded:
+                encoded.update(absent_marker(name))
+        self.encoded.append(encoded)
+        return encoded
+
+
+_CURRENT: list[_Context] = []
+
+
+def render(template: str, env: dict[str, dict[str, Any]]) -> str:
+    """Fill ``{alias.field}`` placeholders (strings as-is, other values as JSON)."""
+    import json
+
+    def one(m: re.Match[str]) -> str:
+        value = env.get(m.group(1), {}).get(m.group(2), "<absent>")
+        return value if isinstance(value, str) else json.dumps(value)
+    return _PLACEHOLDER.sub(one, template)
+
+
+def _operand(value: Any, env: dict[str, dict[str, Any]]) -> Any:
+    if isinstance(value, Ref):
+        return env.get(value.alias, {}).get(value.field)
+    return value
+
+
+def _action_fields(action: Action, env: dict[str, dict[str, Any]], rule: Rule,
+                   bindings: dict[str, str]) -> dict[str, Any]:
+    a = action.args
+    if action.kind == "derive":  # a ref to an absent field leaves the derived field absent
+        return {k: _operand(v, env) for k, v in a.get("set", {}).items()
+                if not isinstance(v, Ref) or v.field in env.get(v.alias, {})}
+    if action.kind == "error":
+        at: Ref | None = a.get("at")
+        alias = at.alias if at else rule.positives[0].alias
+        return {"code": a["code"], "message": render(a["message"], env),
+                "at_fact": bindings.get(alias, ""), "at_field": at.field if at else ""}
+    if action.kind == "fail":
+        return {"group": a["group"], "condition": a["condition"],
+                "reason": render(a["reason"], env)}
+    if action.kind == "qualify":
+        return {"group": a["group"]}
+    if action.kind == "regime":
+        out = {"point": _operand(a["point"], env), "value": _operand(a["value"], env),
+               "decided_by": _operand(a.get("decided_by", rule.id), env)}
+        return out
+    return {"point": _operand(a["point"], env)}
+
+
+def _points_of(ctx: _Context, bindings: dict[str, str]) -> frozenset[str]:
+    points = set()
+    for fid in bindings.values():
+        if ctx.types.get(fid) == "point":
+            points.add(fid)
+        elif isinstance(ctx.fields.get(fid, {}).get("point"), str):
+            points.add(ctx.fields[fid]["point"])
+    return frozenset(points)
+
+
+def _fire(rule: Rule, c: Any) -> None:
+    ctx = _CURRENT[-1]
+    try:
+        bindings = {alias: fact["id"][2:] for alias, fact in c._m.items()
+                    if alias != "neg_ok_"}
+        env = {alias: ctx.fields[fid] for alias, fid in bindings.items()}
+        derived = []
+        for action in rule.actions:
+            fields = _action_fields(action, env, rule, bindings)
+            fields["by"] = rule.id
+            fid = f"{rule.id}#{next(ctx.counter)}"
+            encoded = ctx.add(action.produces, fid, fields)
+            ctx.result.derived.append(DerivedFact(action.produces, fid, fields, rule.id,
+                                                  tuple(sorted(bindings.items()))))
+            derived.append(fid)
+            c.assert_fact(dict(encoded))
+        ordered = tuple((p.alias, bindings[p.alias]) for p in rule.positives)
+        ctx.result.events.append(RuleFired(rule.id, ctx.stratum, ordered, tuple(derived),
+                                           render(rule.reason, env), _points_of(ctx, bindings)))
+    except Exception as exc:  # recorded, and the cell fails closed
+        ctx.result.failures.append(f"rule {rule.id}: {type(exc).__name__}: {exc}")
+
+
+def _probe(name: str, rule: Rule, c: Any) -> None:
+    ctx = _CURRENT[-1]
+    try:
+        key = tuple(c._m[p.alias]["id"][2:] for p in rule.positives)
+        ctx.probes.setdefault(name, set()).add(key)
+    except Exception as exc:
+        ctx.result.failures.append(f"probe {name}: {type(exc).__name__}: {exc}")
+
+
+def _make_actions(cp: CompiledPolicy) -> dict[str, Callable[[Any], None]]:
+    actions: dict[str, Callable[[Any], None]] = {"sink#": lambda c: None}
+    for rule in cp.policy.rules:
+        actions[rule.id] = (lambda r: lambda c: _fire(r, c))(rule)
+        if rule.negatives:
+            actions[f"{rule.id}#cand"] = (lambda r: lambda c: _probe(f"{r.id}#cand", r, c))(rule)
+            for i in range(len(rule.negatives)):
+                name = f"{rule.id}#wit{i}"
+                actions[name] = (lambda r, n: lambda c: _probe(n, r, c))(rule, name)
+    return actions
+
+
+def ruleset_names(cp: CompiledPolicy) -> list[str]:
+    """Versioned ruleset names, registered once per process."""
+    tag = cp.identity.digest.split(":")[-1][:16]
+    names = [f"kvrules_{tag}_s{k + 1}" for k in range(len(cp.rulesets))]
+    actions = _make_actions(cp)
+    for name, definition in zip(names, cp.rulesets):
+        hostmod.ensure_registered(name, definition, actions)
+    return names
+
+
+def _neg_ok_facts(ctx: _Context, stratum: int) -> None:
+    """For rules of this stratum with ``none``: candidates minus witnesses."""
+    for rule in ctx.cp.policy.rules:
+        if not rule.negatives or ctx.cp.strata[rule.id] != stratum:
+            continue
+        cands = ctx.probes.get(f"{rule.id}#cand", set())
+        witnessed: set[tuple[str, ...]] = set()
+        for i in range(len(rule.negatives)):
+            witnessed |= ctx.probes.get(f"{rule.id}#wit{i}", set())
+        for n, key in enumerate(sorted(cands - witnessed)):
+            fields = {"rule": rule.id}
+            fields.update({f"b_{p.alias}": fid for p, fid in zip(rule.positives, key)})
+            ctx.add(NEG_OK, f"neg_ok#{rule.id}#{n}", fields)
+
+
+def _has_rules(definition: dict[str, Any]) -> bool:
+    return any(not name.startswith("sink#") for name in definition)
+
+
+def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
+    """Run every stratum over ``facts`` (plus the params fact) and return what happened."""
+    names = ruleset_names(cp)
+    ctx = _Context(cp)
+    ctx.add("params", "params", dict(cp.parameters))
+    for fact in facts:
+        ctx.add(fact.type, fact.id, fact.fields)
+    engine = hostmod.host()
+    with hostmod.LOCK:
+        _CURRENT.append(ctx)
+        try:
+            for k, (name, definition) in enumerate(zip(names, cp.rulesets), start=1):
+                ctx.stratum = k
+                _neg_ok_facts(ctx, k)
+                if _has_rules(definition):
+                    _run_session(engine, name, ctx)
+        finally:
+            _CURRENT.pop()
+    return ctx.result
+
+
+def _run_session(engine: Any, name: str, ctx: _Context) -> None:
+    sid = str(next(_SIDS))
+    batch = [dict(f, sid=sid) for f in ctx.encoded]
+    try:
+        engine.assert_facts(name, batch)
+        state = engine.get_state(name, sid)
+        if state.get("exception"):
+            ctx.result.failures.append(f"engine: {state['exception']}")
+    except Exception as exc:
+        ctx.result.failures.append(f"engine: {type(exc).__name__}: {exc}")
+    finally:
+        try:
+            engine.delete_state(name, sid)
+        except Exception:
+            pass

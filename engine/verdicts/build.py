@@ -1,0 +1,95 @@
+"""Build cell and point verdicts from an evaluation: read the engine's verdict facts only.
+
+No eligibility logic lives here: regimes come from ``verdict_regime`` facts, eligibility
+from ``verdict_eligible``, qualifications from ``qualified``/``condition_failed``, and
+errors from ``evidence_error`` facts and structural diagnostics. What is missing or
+contradictory fails closed (an error, never eligible).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
+                                 evidence_error, sort_diagnostics)
+from kvrules.facts.model import CellFacts, Fact
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.runtime.events import Evaluation
+from kvrules.verdicts.model import CellVerdict, FailedCondition, PointVerdict, Qualification
+
+
+def _by_type(ev: Evaluation, kind: str) -> list[Any]:
+    return [d for d in ev.derived if d.type == kind]
+
+
+def _errors(cell: CellFacts, ev: Evaluation, facts: dict[str, Fact]) -> list[Diagnostic]:
+    out = list(cell.diagnostics)
+    for d in _by_type(ev, "evidence_error"):
+        fact = facts.get(d.fields.get("at_fact", ""))
+        file, ptr = fact.source(d.fields.get("at_field") or None) if fact else ("", "")
+        out.append(evidence_error(d.fields["code"], d.fields["message"], file, ptr, d.by))
+    for failure in ev.failures:
+        out.append(evidence_error(ENGINE_FAILURE, failure, "", ""))
+    return out
+
+
+def _qualifications(cp: CompiledPolicy, ev: Evaluation) -> dict[str, Qualification]:
+    out = {}
+    for group in cp.policy.qualifications:
+        failed = sorted({(d.fields["condition"], d.fields["reason"])
+                         for d in _by_type(ev, "condition_failed") if d.fields["group"] == group})
+        eligible = any(d.fields["group"] == group for d in _by_type(ev, "qualified"))
+        out[group] = Qualification(eligible and not failed,
+                                   tuple(FailedCondition(i, r) for i, r in failed))
+    return out
+
+
+def _decisions(ev: Evaluation) -> tuple[dict[str, list[Any]], set[str]]:
+    regimes: dict[str, list[Any]] = {}
+    for d in _by_type(ev, "verdict_regime"):
+        regimes.setdefault(d.fields["point"], []).append(d)
+    eligible = {d.fields["point"] for d in _by_type(ev, "verdict_eligible")}
+    return regimes, eligible
+
+
+def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
+               class_of: dict[int, str], class_facts: list[Fact]) -> CellVerdict:
+    """The verdict of one cell (its points in benchmark_id order)."""
+    facts = {f.id: f for f in cell.facts + class_facts}
+    errors = _errors(cell, ev, facts)
+    regimes, eligible = _decisions(ev)
+    points = []
+    for row in cell.points:
+        cls = class_of.get(row.benchmark_id, row.fact.id)
+        decided = regimes.get(cls, [])
+        values = {canonical_value(d.fields.get("value")) for d in decided}
+        if not errors and not decided:
+            errors.append(evidence_error(POLICY_UNDECIDED, f"benchmark {row.benchmark_id}: no "
+                                         "rule decided a regime", *row.fact.source()))
+        elif not errors and len(values) > 1:
+            errors.append(evidence_error(POLICY_CONFLICT, f"benchmark {row.benchmark_id}: rules "
+                                         f"decided {sorted(values)}", *row.fact.source()))
+        points.append((row, cls, decided))
+    status = "error" if errors else "ok"
+    verdicts = []
+    for row, cls, decided in points:
+        trace = [e for e in ev.events if cls in e.points]
+        ok = status == "ok" and len(decided) == 1
+        verdicts.append(PointVerdict(
+            cell_id=cell.cell_id, benchmark_id=row.benchmark_id, point_type=row.point_type,
+            batch_size=row.batch_size, total_prefill_tokens=row.total_prefill_tokens,
+            total_kv_read_tokens=row.total_kv_read_tokens, native_regime=row.native_regime,
+            kv_seed_regime=decided[0].fields["value"] if ok else None,
+            eligible=ok and cls in eligible, status="ok" if ok else "error",
+            decided_by=decided[0].fields.get("decided_by") if ok else None,
+            trace=tuple(e.rule for e in trace), reasons=tuple(e.reason for e in trace)))
+    cell_events = [e for e in ev.events if not e.points]
+    unique = sort_diagnostics(set(errors))
+    return CellVerdict(campaign=cell.campaign, cell_id=cell.cell_id,
+                       workload_kind=cell.workload_kind, status=status, errors=tuple(unique),
+                       qualifications=_qualifications(cp, ev), points=tuple(verdicts),
+                       trace=tuple(e.rule for e in cell_events))
+
+
+def canonical_value(value: Any) -> str:
+    import json
+    return json.dumps(value, sort_keys=True)
