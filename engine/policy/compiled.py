@@ -47,6 +47,7 @@ def _analyse(cp: CompiledPolicy) -> None:
                 read[pattern.fact].add(atom.field)
                 if isinstance(atom.operand, Ref):
                     refs.append(atom.operand)
+                    targets[pattern.fact].add(atom.field)  # both sides of a join must exist
                     if pattern.fact == "point":
                         raw_point.add(atom.field)
                 elif pattern.fact == "point":
