@@ -17,6 +17,7 @@ from typing import Any, Callable
 from jsonschema import Draft202012Validator
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
+from kvrules.facts.jsontypes import json_type
 from kvrules.policy import codes
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
@@ -256,20 +257,6 @@ def check_types(state: CompileState) -> None:
                                 "negated", atom.loc, atom.pointer, rule.id)
 
 
-def _literal_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if value is None:
-        return "null"
-    return "array"
-
-
 def _type_problem(kind: str, atom: Any) -> str | None:
     op, operand = atom.op, atom.operand
     if op in LIST_OPS and kind not in ("string_list",):
@@ -282,7 +269,7 @@ def _type_problem(kind: str, atom: Any) -> str | None:
     if op in NUMBER_OPS and kind != "integer":
         return f"{op} compares numbers; '{atom.field}' is {kind}"
     for v in values:
-        lit = _literal_kind(v)
+        lit = json_type(v)
         if op in ("eq", "in") and lit != kind and not (kind == "integer" and lit == "number"):
             return f"'{atom.field}' is {kind} but is compared with {lit} {v!r}"
     return None
