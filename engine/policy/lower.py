@@ -164,8 +164,19 @@ def lower_probes(rule: Rule) -> dict[str, dict[str, Any]]:
     return out
 
 
+SESSION_FACT = "params"
+"""The one fact every session holds (the runtime always asserts the policy parameters)."""
+
+
 def sink_rules(fact_types: list[str]) -> dict[str, dict[str, Any]]:
-    """Rules that make every fact 'handled' and never fire (durable rejects unmatched facts)."""
-    return {f"sink#{t}": {"all": [{"x": {DISCRIMINATOR: t}}, {"y": {DISCRIMINATOR: "__never__"}}],
-                          "run": "sink#"}
-            for t in fact_types}
+    """Rules that make every fact 'handled' (durable rejects unmatched facts), plus an opener.
+
+    ``session#open`` fires once per session on the params fact. durable-rules 2.0.28 leaves a
+    session's action context uninitialised until an action runs, and ``delete_state`` then
+    frees garbage (heap corruption seen under valgrind); one action per session avoids that.
+    """
+    rules = {f"sink#{t}": {"all": [{"x": {DISCRIMINATOR: t}}, {"y": {DISCRIMINATOR: "__never__"}}],
+                           "run": "sink#"}
+             for t in fact_types}
+    rules["session#open"] = {"all": [{"x": {DISCRIMINATOR: SESSION_FACT}}], "run": "sink#"}
+    return rules

@@ -172,7 +172,7 @@ def _neg_ok_facts(ctx: _Context, stratum: int) -> None:
 
 
 def _has_rules(definition: dict[str, Any]) -> bool:
-    return any(not name.startswith("sink#") for name in definition)
+    return any(not name.startswith(("sink#", "session#")) for name in definition)
 
 
 def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
