@@ -21,6 +21,12 @@ PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_paralle
                  "data_parallel_rank", "prefill_context_parallel_size",
                  "decode_context_parallel_size", "enable_expert_parallel")
 CACHE_SPEC_KEYS = ("sliding_window", "attention_chunk_size", "non_causal")
+POINT_PATHS = {"native_regime": "/kv_seed_regime", "native_skip_reason": "/kv_seed_regime",
+               "sample_reasons": "/point/sample_reasons", "point_type": "/point/point_type",
+               "total_kv_read_tokens": "/point/total_kv_read_tokens",
+               "batch_size": "/point/batch_size", "benchmark_id": "/point/benchmark_id",
+               "total_prefill_tokens": "/point/total_prefill_tokens"}
+"""Pointer suffixes of point fields below ``/results/<i>`` (shared by every point fact)."""
 
 
 def _copy(fields: dict[str, Any], name: str, obj: Any, key: str) -> None:
@@ -299,15 +305,8 @@ def _point_row(doc: Document, index: int, result: dict[str, Any], rank_views: in
         fields["native_regime"] = native
         if isinstance(native, str) and native.startswith("skip:"):
             fields["native_skip_reason"] = native[len("skip:"):]
-    rel = doc.relpath
-    sources = {"": (rel, pointer("results", index)),
-               "native_regime": (rel, pointer("results", index, "kv_seed_regime")),
-               "native_skip_reason": (rel, pointer("results", index, "kv_seed_regime")),
-               "sample_reasons": (rel, pointer("results", index, "point", "sample_reasons")),
-               "point_type": (rel, pointer("results", index, "point", "point_type")),
-               "total_kv_read_tokens": (rel, pointer("results", index, "point",
-                                                      "total_kv_read_tokens"))}
-    fact = Fact("point", f"p{p['benchmark_id']}", fields, sources)
+    base = (doc.relpath, f"/results/{index}")
+    fact = Fact("point", f"p{p['benchmark_id']}", fields, base=base, paths=POINT_PATHS)
     return PointRow(benchmark_id=p["benchmark_id"], point_type=p["point_type"],
                     batch_size=p["batch_size"], total_prefill_tokens=p["total_prefill_tokens"],
                     total_kv_read_tokens=p["total_kv_read_tokens"],

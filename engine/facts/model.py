@@ -16,9 +16,18 @@ class Fact:
     id: str
     fields: dict[str, Any]
     sources: dict[str, Source] = field(default_factory=dict)
+    base: Source | None = None
+    paths: dict[str, str] | None = None
 
     def source(self, field_name: str | None = None) -> Source:
-        """Where a field (or, failing that, the whole fact) came from."""
+        """Where a field (or, failing that, the whole fact) came from.
+
+        Facts made in bulk (points) keep one ``base`` location plus a shared table of
+        per-field pointer suffixes instead of a dict of their own.
+        """
+        if self.base is not None:
+            suffix = (self.paths or {}).get(field_name or "", "")
+            return (self.base[0], self.base[1] + suffix)
         if field_name and field_name in self.sources:
             return self.sources[field_name]
         return self.sources.get("", ("", ""))

@@ -31,6 +31,7 @@ class CompiledPolicy:
     list_fields: dict[str, frozenset[str]] = field(default_factory=dict)
     point_atoms: tuple[Atom, ...] = ()
     point_raw_fields: tuple[str, ...] = ()
+    point_read_fields: tuple[str, ...] = ()
 
 
 def _analyse(cp: CompiledPolicy) -> None:
@@ -80,6 +81,8 @@ def _analyse(cp: CompiledPolicy) -> None:
         unique.setdefault(repr((plain.field, plain.op, plain.operand)), plain)
     cp.point_atoms = tuple(unique[k] for k in sorted(unique))
     cp.point_raw_fields = tuple(sorted(raw_point - {"id"}))
+    cp.point_read_fields = tuple(sorted({a.field for a in cp.point_atoms} | set(
+        cp.point_raw_fields)))
 
 
 def resolve_parameters(policy: Policy, overrides: dict[str, Any] | None) -> dict[str, Any]:

@@ -21,12 +21,30 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
     return outcomes + raw
 
 
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _read_values(fields: dict[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The raw values the rules read, with their types (True and 1 must not collide)."""
+    return tuple((type(v), _hashable(v)) if (v := fields.get(n, MISSING)) is not MISSING
+                 else MISSING for n in names)
+
+
 def point_classes(cp: CompiledPolicy, rows: list[PointRow]) -> tuple[list[Fact], dict[int, str]]:
-    """One representative fact per class and the class id of every benchmark_id."""
+    """One representative fact per class and the class id of every benchmark_id.
+
+    Keys are computed once per distinct combination of the values the rules read.
+    """
     reps: dict[tuple[Any, ...], Fact] = {}
     class_of: dict[int, str] = {}
+    keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    names = cp.point_read_fields
     for row in rows:
-        key = point_key(cp, row.fact.fields)
+        values = _read_values(row.fact.fields, names)
+        key = keys.get(values)
+        if key is None:
+            key = keys[values] = point_key(cp, row.fact.fields)
         rep = reps.setdefault(key, row.fact)
         class_of[row.benchmark_id] = rep.id
     return list(reps.values()), class_of

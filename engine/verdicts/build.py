@@ -7,6 +7,7 @@ contradictory fails closed (an error, never eligible).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
@@ -51,42 +52,71 @@ def _decisions(ev: Evaluation) -> tuple[dict[str, list[Any]], set[str]]:
     return regimes, eligible
 
 
+@dataclass(frozen=True)
+class _ClassVerdict:
+    """What every point of one class shares: regime, eligibility, trace (computed once)."""
+
+    regime: Any
+    eligible: bool
+    decided_by: str | None
+    trace: tuple[str, ...]
+    reasons: tuple[str, ...]
+    problem: str | None
+
+
+def _class_verdict(cls: str, ev: Evaluation, regimes: dict[str, list[Any]],
+                   eligible: set[str]) -> _ClassVerdict:
+    decided = regimes.get(cls, [])
+    values = sorted({canonical_value(d.fields.get("value")) for d in decided})
+    events = [e for e in ev.events if cls in e.points]
+    problem = None
+    if not decided:
+        problem = POLICY_UNDECIDED
+    elif len(values) > 1:
+        problem = POLICY_CONFLICT
+    first = decided[0].fields if decided else {}
+    return _ClassVerdict(first.get("value"), cls in eligible, first.get("decided_by"),
+                         tuple(e.rule for e in events), tuple(e.reason for e in events), problem)
+
+
+def _problem_error(problem: str, benchmark_id: int, verdict: _ClassVerdict,
+                   row_source: tuple[str, str]) -> Diagnostic:
+    if problem == POLICY_UNDECIDED:
+        return evidence_error(problem, f"benchmark {benchmark_id}: no rule decided a regime",
+                              *row_source)
+    return evidence_error(problem, f"benchmark {benchmark_id}: rules decided more than one "
+                          "regime", *row_source)
+
+
 def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
                class_of: dict[int, str], class_facts: list[Fact]) -> CellVerdict:
     """The verdict of one cell (its points in benchmark_id order)."""
     facts = {f.id: f for f in cell.facts + class_facts}
     errors = _errors(cell, ev, facts)
     regimes, eligible = _decisions(ev)
+    shared = {cls: _class_verdict(cls, ev, regimes, eligible) for cls in set(class_of.values())}
+    if not errors:
+        for row in cell.points:
+            verdict = shared[class_of[row.benchmark_id]]
+            if verdict.problem:
+                errors.append(_problem_error(verdict.problem, row.benchmark_id, verdict,
+                                             row.fact.source()))
+    ok = not errors
     points = []
     for row in cell.points:
-        cls = class_of.get(row.benchmark_id, row.fact.id)
-        decided = regimes.get(cls, [])
-        values = {canonical_value(d.fields.get("value")) for d in decided}
-        if not errors and not decided:
-            errors.append(evidence_error(POLICY_UNDECIDED, f"benchmark {row.benchmark_id}: no "
-                                         "rule decided a regime", *row.fact.source()))
-        elif not errors and len(values) > 1:
-            errors.append(evidence_error(POLICY_CONFLICT, f"benchmark {row.benchmark_id}: rules "
-                                         f"decided {sorted(values)}", *row.fact.source()))
-        points.append((row, cls, decided))
-    status = "error" if errors else "ok"
-    verdicts = []
-    for row, cls, decided in points:
-        trace = [e for e in ev.events if cls in e.points]
-        ok = status == "ok" and len(decided) == 1
-        verdicts.append(PointVerdict(
+        v = shared[class_of[row.benchmark_id]]
+        points.append(PointVerdict(
             cell_id=cell.cell_id, benchmark_id=row.benchmark_id, point_type=row.point_type,
             batch_size=row.batch_size, total_prefill_tokens=row.total_prefill_tokens,
             total_kv_read_tokens=row.total_kv_read_tokens, native_regime=row.native_regime,
-            kv_seed_regime=decided[0].fields["value"] if ok else None,
-            eligible=ok and cls in eligible, status="ok" if ok else "error",
-            decided_by=decided[0].fields.get("decided_by") if ok else None,
-            trace=tuple(e.rule for e in trace), reasons=tuple(e.reason for e in trace)))
+            kv_seed_regime=v.regime if ok else None, eligible=ok and v.eligible,
+            status="ok" if ok else "error", decided_by=v.decided_by if ok else None,
+            trace=v.trace, reasons=v.reasons))
     cell_events = [e for e in ev.events if not e.points]
-    unique = sort_diagnostics(set(errors))
     return CellVerdict(campaign=cell.campaign, cell_id=cell.cell_id,
-                       workload_kind=cell.workload_kind, status=status, errors=tuple(unique),
-                       qualifications=_qualifications(cp, ev), points=tuple(verdicts),
+                       workload_kind=cell.workload_kind, status="ok" if ok else "error",
+                       errors=tuple(sort_diagnostics(set(errors))),
+                       qualifications=_qualifications(cp, ev), points=tuple(points),
                        trace=tuple(e.rule for e in cell_events))
 
 
