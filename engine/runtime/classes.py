@@ -21,14 +21,10 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
     return outcomes + raw
 
 
-def _hashable(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
 def _read_values(fields: dict[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
-    """The raw values the rules read, with their types (True and 1 must not collide)."""
-    return tuple((type(v), _hashable(v)) if (v := fields.get(n, MISSING)) is not MISSING
-                 else MISSING for n in names)
+    """The raw values the rules read; repr keeps types apart (True/1, 4/"4") and lists hashable."""
+    get = fields.get
+    return tuple(repr(get(n, MISSING)) for n in names)
 
 
 def point_classes(cp: CompiledPolicy, rows: list[PointRow]) -> tuple[list[Fact], dict[int, str]]:
