@@ -11,13 +11,14 @@ from typing import Any, Mapping
 
 from kvrules.facts.jsontypes import json_type
 from kvrules.policy.model import Atom, Expr, Ref
-from kvrules.runtime.encode import canonical
+from kvrules.runtime.encode import canonical, value_type
 
 MISSING = object()
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    """Numbers the engine can compare: integers beyond int64 only compare by content."""
+    return value_type(v) in ("integer", "number")
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -56,7 +57,7 @@ def _positive(atom: Atom, value: Any, other: Any) -> bool:
     if op == "truthy":
         return bool(value)
     if op == "is":
-        kind = json_type(value)
+        kind = value_type(value)
         return kind == operand or (operand == "number" and kind == "integer")
     if op == "starts_with":
         return isinstance(value, str) and value.startswith(operand)

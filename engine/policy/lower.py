@@ -12,7 +12,7 @@ from typing import Any
 
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.runtime.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
-                                    companion, encode_scalar, escape_prefix)
+                                    companion, encode_scalar, escape_prefix, value_type)
 
 ABSENT_TAG = "absent"
 NEG_OK = "neg_ok"
@@ -21,7 +21,7 @@ DIRECT = {"lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value_type(value) in ("integer", "number")
 
 
 def _num(field: str) -> str:
@@ -42,10 +42,14 @@ def _eq_literal(field: str, value: Any) -> dict[str, Any]:
     return {field: encode_scalar(value)}
 
 
+def _not_numeric(field: str) -> dict[str, Any]:
+    return {"$or": [{"$nex": {_num(field): 1}}, {_num(field): 0}]}
+
+
 def _ne_present(field: str, value: Any) -> dict[str, Any]:
     """Present and different (the absent case is added by the caller)."""
     if _is_number(value):
-        return {"$or": [{"$nex": {_num(field): 1}}, {"$neq": {field: value}}]}
+        return {"$or": [{_num(field): 0}, {"$neq": {field: value}}]}
     return {"$neq": {field: encode_scalar(value)}}
 
 
@@ -55,7 +59,7 @@ def _ne_literal(field: str, value: Any) -> dict[str, Any]:
 
 def _is(field: str, kind: str, negated: bool) -> dict[str, Any]:
     if kind == "number":
-        return {"$nex": {_num(field): 1}} if negated else {_num(field): 1}
+        return _not_numeric(field) if negated else {_num(field): 1}
     t = companion(field)
     return {"$or": [{"$nex": {t: 1}}, {"$neq": {t: kind}}]} if negated else {t: kind}
 
@@ -73,7 +77,8 @@ def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
                         {"$neq": {t: other_t}}]}
     if atom.negated:
         raise ValueError("a negated comparison with a ref cannot be lowered")
-    return {"$and": [{_num(f): 1}, {t: other_t}, {DIRECT[atom.op]: {f: other}}]}
+    other_n = {source: _num(ref.field)}
+    return {"$and": [{_num(f): 1}, {_num(f): other_n}, {DIRECT[atom.op]: {f: other}}]}
 
 
 def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
@@ -91,7 +96,7 @@ def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
         return {"$or": [_eq_literal(f, x) for x in v]}
     if op in DIRECT:
         if neg:
-            return {"$or": [{"$nex": {_num(f): 1}}, {INVERSE[op]: {f: v}}]}
+            return {"$or": [{"$nex": {_num(f): 1}}, {_num(f): 0}, {INVERSE[op]: {f: v}}]}
         return {"$and": [{_num(f): 1}, {DIRECT[op]: {f: v}}]}
     if op == "truthy":
         b = f + TRUTHY_SUFFIX

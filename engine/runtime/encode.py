@@ -58,7 +58,8 @@ ABSENT_MARK = "x:"
 
 def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[str, Any]:
     """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
-    ``__b`` truthiness (1/0). Companions keep compiled conditions flat (no DNF blow-up)."""
+    ``__b`` truthiness (1/0). Companions keep compiled conditions flat (no DNF blow-up) and
+    are always present with their field, so joins on them never hit a missing field."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
         if name in list_fields and isinstance(value, list):
@@ -66,9 +67,9 @@ def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[s
         else:
             out[name] = encode_scalar(value)
         out[companion(name)] = value_type(value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                and value_type(value) != "bigint":
-            out[name + NUMERIC_SUFFIX] = 1
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and value_type(value) != "bigint"
+        out[name + NUMERIC_SUFFIX] = 1 if numeric else 0
         out[name + TRUTHY_SUFFIX] = 1 if value else 0
     return out
 
@@ -76,7 +77,8 @@ def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[s
 def absent_marker(name: str) -> dict[str, Any]:
     """A referenced field that is absent: present to the engine (a join on a missing field
     is an engine error), but equal to nothing and typed ``absent``."""
-    return {name: ABSENT_MARK, companion(name): "absent", name + TRUTHY_SUFFIX: 0}
+    return {name: ABSENT_MARK, companion(name): "absent", name + TRUTHY_SUFFIX: 0,
+            name + NUMERIC_SUFFIX: 0}
 
 
 def encode_fact(fact_type: str, fact_id: str, fields: dict[str, Any],
