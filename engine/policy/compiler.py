@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.facts.jsontypes import json_type
@@ -78,20 +79,30 @@ def validate_schema(state: CompileState) -> None:
     for name, (data, positions) in sorted(state.docs.items()):
         if data is None:
             continue
-        for err in sorted(_rules_validator().iter_errors(data), key=lambda e: list(e.path)):
+        for top in sorted(_rules_validator().iter_errors(data), key=lambda e: list(e.path)):
+            err = best_match([top])  # the most specific location inside oneOf/anyOf branches
             ptr = _json_pointer(err.absolute_path)
             rule = _rule_id_at(data, list(err.absolute_path))
             line, col = position_of(positions, ptr)
-            state.error(codes.RULE_SCHEMA_ERROR, _schema_message(err), (name, line, col),
+            state.error(codes.RULE_SCHEMA_ERROR, _schema_message(top, err), (name, line, col),
                         ptr, rule)
 
 
-def _schema_message(err: Any) -> str:
-    best = err
-    if err.context:
-        best = sorted(err.context, key=lambda e: (-len(e.absolute_path), e.message))[0]
-    where = _json_pointer(best.absolute_path) or "/"
-    return f"{where}: {best.message}"
+NOISE = ("type", "required", "anyOf", "oneOf", "$ref", "minProperties", "maxProperties")
+
+
+def _schema_message(top: Any, err: Any) -> str:
+    """The schema's own words, preferring the telling reason over 'not valid under any'."""
+    where = _json_pointer(err.absolute_path) or "/"
+    hints = sorted((c for c in _leaves(top) if c.validator not in NOISE),
+                   key=lambda c: (-len(c.absolute_path), c.message))
+    return f"{where}: {hints[0].message if hints else err.message}"
+
+
+def _leaves(err: Any) -> list[Any]:
+    if not err.context:
+        return [err]
+    return [leaf for c in err.context for leaf in _leaves(c)]
 
 
 def _rule_id_at(data: Any, path: list[Any]) -> str | None:

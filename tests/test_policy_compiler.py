@@ -1,0 +1,166 @@
+"""The policy compiler: every rule-file problem is a diagnostic with file, line, column, rule."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvrules.diagnostics import Diagnostic, KvrulesUsageError
+from kvrules.policy.compiled import compile_policy
+from kvrules.policy.compiler import run_passes
+
+HEADER = """\
+policy:
+  name: t
+  version: v1
+  parameters:
+    dense_synthetic_kv: {type: boolean, default: true}
+  derived:
+    hit: {fields: {n: {type: integer}}}
+"""
+
+
+def write(tmp_path: Path, rules: str, header: str = HEADER) -> Path:
+    (tmp_path / "policy.yaml").write_text(header)
+    (tmp_path / "rules.yaml").write_text(textwrap.dedent(rules))
+    return tmp_path
+
+
+def diagnostics(tmp_path: Path, rules: str, header: str = HEADER) -> list[Diagnostic]:
+    return run_passes(write(tmp_path, rules, header)).diagnostics
+
+
+def diag(file: str, line: int, col: int, code: str, message: str, pointer: str = "",
+         rule: str | None = None) -> Diagnostic:
+    return Diagnostic(file=file, line=line, column=col, message=message, code=code,
+                      pointer=pointer, rule=rule)
+
+
+def test_schema_error_has_line_column_pointer_and_rule(tmp_path):
+    found = diagnostics(tmp_path, """\
+        rules:
+          - id: r.one
+            description: d
+            reason: r
+            when:
+              - fact: warmup
+                where: {enabled: {equals: true}}
+            then: {derive: {fact: hit, set: {n: 1}}}
+        """)
+    src = f"{tmp_path}/rules.yaml"
+    assert found == [diag(src, 7, 26, "rule_schema_error",
+                          "/rules/0/when/0/where/enabled: Additional properties are not "
+                          "allowed ('equals' was unexpected)",
+                          "/rules/0/when/0/where/enabled", "r.one")]
+
+
+def test_yaml_syntax_error(tmp_path):
+    (found,) = diagnostics(tmp_path, "rules: [\n  - id: x\n")
+    assert (found.code, found.file, found.line) == ("rule_yaml_error", f"{tmp_path}/rules.yaml", 2)
+
+
+RULE = """\
+rules:
+  - id: r.one
+    description: d
+    reason: "{reason}"
+    when:
+      - fact: {fact}
+        where: {where}
+    then: {then}
+"""
+
+
+def one_rule(tmp_path, fact="warmup", where="{enabled: true}",
+             then="{derive: {fact: hit, set: {n: 1}}}", reason="r"):
+    return diagnostics(tmp_path, RULE.format(fact=fact, where=where, then=then, reason=reason))
+
+
+def codes(found):
+    return [(d.code, d.line, d.rule) for d in found]
+
+
+def test_unknown_fact(tmp_path):
+    assert codes(one_rule(tmp_path, fact="warmups")) == [("rule_unknown_fact_error", 6, "r.one")]
+
+
+def test_unknown_field(tmp_path):
+    assert codes(one_rule(tmp_path, where="{enable: true}")) == [
+        ("rule_unknown_field_error", 7, "r.one")]
+
+
+def test_unknown_alias_in_reason(tmp_path):
+    assert codes(one_rule(tmp_path, reason="{rank.model}")) == [
+        ("rule_unknown_alias_error", 2, "r.one")]
+
+
+def test_type_error_boolean_field_compared_with_string(tmp_path):
+    assert codes(one_rule(tmp_path, fact="warmup", where='{present: "yes"}')) == [
+        ("rule_type_error", 7, "r.one")]
+
+
+def test_contains_on_a_scalar_field(tmp_path):
+    assert codes(one_rule(tmp_path, fact="point", where="{point_type: {contains: x}}")) == [
+        ("rule_type_error", 7, "r.one")]
+
+
+def test_negated_starts_with_is_rejected(tmp_path):
+    assert codes(one_rule(tmp_path, where="{not: {skip_reason: {starts_with: a}}}")) == [
+        ("rule_unsupported_error", 7, "r.one")]
+
+
+def test_unknown_error_code_and_group(tmp_path):
+    header = HEADER + "  error_codes: [known]\n"
+    found = diagnostics(tmp_path, RULE.format(
+        fact="warmup", where="{enabled: true}", reason="r",
+        then="[{error: {code: unknown, message: m}}, {fail: {group: g, condition: D1, reason: x}}]"),
+        header)
+    assert [(d.code, d.rule) for d in found] == [("rule_vocabulary_error", "r.one")] * 2
+
+
+def test_duplicate_rule_id(tmp_path):
+    text = RULE.format(fact="warmup", where="{enabled: true}", reason="r",
+                       then="{derive: {fact: hit, set: {n: 1}}}")
+    body = text.split("\n", 1)[1]
+    assert codes(diagnostics(tmp_path, text + body)) == [("rule_duplicate_id", 9, "r.one")]
+
+
+def test_negation_cycle(tmp_path):
+    found = diagnostics(tmp_path, """\
+        rules:
+          - id: r.a
+            description: d
+            reason: r
+            when: [{fact: cell}, {none: {fact: hit}}]
+            then: {derive: {fact: hit, set: {n: 1}}}
+        """)
+    assert [d.code for d in found] == ["rule_negation_cycle"]
+
+
+def test_missing_header(tmp_path):
+    (tmp_path / "rules.yaml").write_text("rules: []\n")
+    assert [d.code for d in run_passes(tmp_path).diagnostics] == ["rule_header_error"]
+
+
+def test_invalid_policy_raises_usage_error_with_every_diagnostic(tmp_path):
+    write(tmp_path, RULE.format(fact="nope", where="{x: 1}", reason="r",
+                                then="{derive: {fact: hit, set: {n: 1}}}"))
+    with pytest.raises(KvrulesUsageError) as info:
+        compile_policy(tmp_path)
+    assert info.value.exit_code == 2
+    assert [d.code for d in info.value.diagnostics] == ["rule_unknown_fact_error"]
+    assert "rules.yaml:6:" in info.value.message
+
+
+def test_unknown_parameter_is_a_usage_error(tmp_path):
+    write(tmp_path, "rules: []\n")
+    with pytest.raises(KvrulesUsageError, match="unknown policy parameter 'dense'"):
+        compile_policy(tmp_path, {"dense": False})
+
+
+def test_shipped_policy_compiles_clean_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    state = run_passes(None)
+    assert state.diagnostics == []
+    assert state.policy is not None and state.policy.version == "dense_full_attention_v1"
