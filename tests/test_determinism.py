@@ -1,0 +1,24 @@
+"""Same inputs and rules give byte-identical reports: across runs, workers and the memo."""
+from __future__ import annotations
+
+from helpers import EXAMPLES
+
+from kvrules import api
+from kvrules.verdicts.render import render_json
+
+ALL = [str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()]
+
+
+def test_reports_are_byte_identical_across_runs_and_workers():
+    first = render_json(api.classify(ALL, api.load_policy()))
+    again = render_json(api.classify(ALL, api.load_policy()))
+    parallel = render_json(api.classify(ALL, api.load_policy(), jobs=2))
+    assert first == again == parallel
+
+
+def test_shared_evaluations_equal_fresh_ones():
+    policy = api.load_policy()
+    warm = [render_json(api.classify([p], policy)) for p in ALL + ALL]
+    fresh = [render_json(api.classify([p], api.load_policy())) for p in ALL]
+    assert warm == fresh + fresh
+    assert policy.classifier.evaluations == len(ALL)

@@ -1,0 +1,32 @@
+"""The engine wrapper: failures fail the cell closed, sessions never pile up."""
+from __future__ import annotations
+
+from helpers import EXAMPLES
+
+from kvrules import api
+from kvrules.artifacts.discover import discover
+from kvrules.artifacts.load import load_cell
+from kvrules.facts.extract import extract_cell
+from kvrules.runtime import session
+from kvrules.runtime.classes import point_classes
+
+
+def test_an_action_error_makes_the_cell_an_engine_failure_not_a_verdict(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(session, "_action_fields", broken)
+    report = api.classify([str(EXAMPLES / "dense-legacy-stamp-format")], api.load_policy())
+    (cell,) = report.cells
+    assert cell.status == "error"
+    assert {e.code for e in cell.errors} == {"engine_failure"}
+    assert all(not p.eligible and p.kv_seed_regime is None for p in cell.points)
+    assert report.exit_code == 1
+
+
+def test_more_evaluations_than_the_engine_session_limit():
+    policy = api.load_policy()
+    facts = extract_cell(load_cell(discover([str(EXAMPLES / "dense-native-skip-format")])[0]))
+    classes, _ = point_classes(policy.compiled, facts.points)
+    results = {len(session.evaluate(policy.compiled, facts.facts + classes).events)
+               for _ in range(1100)}  # durable-rules corrupts a ruleset past 1024 live sessions
+    assert len(results) == 1
