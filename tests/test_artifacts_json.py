@@ -148,7 +148,8 @@ def _apply(root: Any, where: tuple[Any, ...], action: Any) -> None:
         node[where[-1]]
     except (KeyError, IndexError, TypeError):
         return
-    action(node, where[-1])
+    if isinstance(node, (dict, list)):  # a string also indexes, but cannot be edited
+        action(node, where[-1])
 
 
 def test_results_fast_path_refusal_is_not_an_error() -> None:

@@ -21,10 +21,17 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
     return outcomes + raw
 
 
-def _read_values(fields: dict[str, Any], names: tuple[str, ...]) -> tuple[Any, ...]:
-    """The raw values the rules read; repr keeps types apart (True/1, 4/"4") and lists hashable."""
-    get = fields.get
-    return tuple(repr(get(n, MISSING)) for n in names)
+def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
+    """The raw values the rules read, hashable; ``any`` fields keep their type (True vs 1)."""
+    out = []
+    for name, kind in names:
+        value = fields.get(name, MISSING)
+        if kind == "string_list" and value is not MISSING:
+            value = tuple(value)
+        elif kind == "any" and value is not MISSING:
+            value = (type(value), repr(value))
+        out.append(value)
+    return tuple(out)
 
 
 def point_classes(cp: CompiledPolicy, rows: list[PointRow]) -> tuple[list[Fact], dict[int, str]]:
@@ -35,7 +42,8 @@ def point_classes(cp: CompiledPolicy, rows: list[PointRow]) -> tuple[list[Fact],
     reps: dict[tuple[Any, ...], Fact] = {}
     class_of: dict[int, str] = {}
     keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    names = cp.point_read_fields
+    kinds = cp.fact_types.get("point", {})
+    names = tuple((n, kinds.get(n, "any")) for n in cp.point_read_fields)
     for row in rows:
         values = _read_values(row.fact.fields, names)
         key = keys.get(values)

@@ -17,6 +17,7 @@ import durable.engine as durable_engine
 from durable.engine import Host
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
+_MAYBE_EXPONENT = re.compile(r"\d[eE][+-]?\d")
 
 
 class _JsonShim:
@@ -27,6 +28,8 @@ class _JsonShim:
     @staticmethod
     def dumps(obj: Any, **kwargs: Any) -> str:
         text = json.dumps(obj, **kwargs)
+        if not _MAYBE_EXPONENT.search(text):  # the common case: nothing to rewrite
+            return text
         return _EXPONENT.sub(lambda m: m.group(0) if m.group(1) is None
                              else f"{m.group(1)}.0{m.group(2)}", text)
 
