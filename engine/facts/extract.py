@@ -269,45 +269,41 @@ def _launch_fact(ev: CellEvidence) -> Fact:
     return Fact("launch", "launch", fields, sources)
 
 
-def _coordinates(result: dict[str, Any]) -> tuple[Any, ...]:
+def _view(result: dict[str, Any]) -> tuple[Any, ...]:
+    """What must agree across ranks: coordinates and the native regime (schema-valid, hashable)."""
     p = result["point"]
     return (p["point_type"], p["batch_size"], p["total_prefill_tokens"],
-            p["total_kv_read_tokens"])
+            p["total_kv_read_tokens"], result.get("kv_seed_regime", ABSENT))
 
 
 def _point_rows(ranks: list[Document]) -> list[PointRow]:
     """One row per benchmark_id, fields from the lowest rank, views counted over ranks."""
     if not ranks:
         return []
-    views: dict[int, set[tuple[Any, ...]]] = {}
-    for doc in ranks:  # schema-valid: coordinates are ints/strings, the regime a string or null
-        for result in doc.data["results"]:
-            view = (_coordinates(result), result.get("kv_seed_regime", ABSENT))
-            views.setdefault(result["point"]["benchmark_id"], set()).add(view)
     first = ranks[0]
-    rows = []
-    for i, result in enumerate(first.data["results"]):
-        rows.append(_point_row(first, i, result, len(views[result["point"]["benchmark_id"]])))
+    views = {r["point"]["benchmark_id"]: {_view(r)} for r in first.data["results"]}
+    for doc in ranks[1:]:
+        for result in doc.data["results"]:
+            views.setdefault(result["point"]["benchmark_id"], set()).add(_view(result))
+    rows = [_point_row(first.relpath, i, result, len(views[result["point"]["benchmark_id"]]))
+            for i, result in enumerate(first.data["results"])]
     rows.sort(key=lambda r: r.benchmark_id)
     return rows
 
 
-def _point_row(doc: Document, index: int, result: dict[str, Any], rank_views: int) -> PointRow:
+def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int) -> PointRow:
     p = result["point"]
-    reasons = p.get("sample_reasons") or []
+    bid = p["benchmark_id"]
     fields: dict[str, Any] = {
-        "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
-        "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
-        "total_kv_read_tokens": p["total_kv_read_tokens"], "sample_reasons": list(reasons),
-        "rank_views": rank_views}
+        "benchmark_id": bid, "point_type": p["point_type"], "batch_size": p["batch_size"],
+        "total_prefill_tokens": p["total_prefill_tokens"],
+        "total_kv_read_tokens": p["total_kv_read_tokens"],
+        "sample_reasons": p.get("sample_reasons") or [], "rank_views": rank_views}
     native = result.get("kv_seed_regime", ABSENT)
     if native is not ABSENT:
         fields["native_regime"] = native
-        if isinstance(native, str) and native.startswith("skip:"):
-            fields["native_skip_reason"] = native[len("skip:"):]
-    base = (doc.relpath, f"/results/{index}")
-    fact = Fact("point", f"p{p['benchmark_id']}", fields, base=base, paths=POINT_PATHS)
-    return PointRow(benchmark_id=p["benchmark_id"], point_type=p["point_type"],
-                    batch_size=p["batch_size"], total_prefill_tokens=p["total_prefill_tokens"],
-                    total_kv_read_tokens=p["total_kv_read_tokens"],
-                    native_regime=native if isinstance(native, str) else None, fact=fact)
+        if native.__class__ is str and native.startswith("skip:"):
+            fields["native_skip_reason"] = native[5:]
+    fact = Fact("point", f"p{bid}", fields, base=(relpath, f"/results/{index}"),
+                paths=POINT_PATHS)
+    return PointRow(fact)

@@ -8,7 +8,7 @@ Source = tuple[str, str]
 """(file relative to the input, JSON pointer) of a fact field."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Fact:
     """One fact of a cell session. ``id`` is stable: it depends on structure, not content."""
 
@@ -33,17 +33,25 @@ class Fact:
         return self.sources.get("", ("", ""))
 
 
-@dataclass
 class PointRow:
-    """One benchmark_id of a cell as the report shows it, with its fact."""
+    """One benchmark_id of a cell as the report shows it: a thin view over its point fact."""
 
-    benchmark_id: int
-    point_type: str
-    batch_size: int
-    total_prefill_tokens: int
-    total_kv_read_tokens: int
-    native_regime: str | None
-    fact: Fact
+    __slots__ = ("fact",)
+
+    def __init__(self, fact: Fact) -> None:
+        self.fact = fact
+
+    benchmark_id = property(lambda self: self.fact.fields["benchmark_id"])
+    point_type = property(lambda self: self.fact.fields["point_type"])
+    batch_size = property(lambda self: self.fact.fields["batch_size"])
+    total_prefill_tokens = property(lambda self: self.fact.fields["total_prefill_tokens"])
+    total_kv_read_tokens = property(lambda self: self.fact.fields["total_kv_read_tokens"])
+
+    @property
+    def native_regime(self) -> str | None:
+        """The native regime when it is a string (absent and null both report None)."""
+        value = self.fact.fields.get("native_regime")
+        return value if isinstance(value, str) else None
 
 
 @dataclass

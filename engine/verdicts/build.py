@@ -104,14 +104,14 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
     ok = not errors
     points = []
     for row in cell.points:
-        v = shared[class_of[row.benchmark_id]]
+        v, f = shared[class_of[row.benchmark_id]], row.fact.fields
+        native = f.get("native_regime")
         points.append(PointVerdict(
-            cell_id=cell.cell_id, benchmark_id=row.benchmark_id, point_type=row.point_type,
-            batch_size=row.batch_size, total_prefill_tokens=row.total_prefill_tokens,
-            total_kv_read_tokens=row.total_kv_read_tokens, native_regime=row.native_regime,
-            kv_seed_regime=v.regime if ok else None, eligible=ok and v.eligible,
-            status="ok" if ok else "error", decided_by=v.decided_by if ok else None,
-            trace=v.trace, reasons=v.reasons))
+            cell.cell_id, f["benchmark_id"], f["point_type"], f["batch_size"],
+            f["total_prefill_tokens"], f["total_kv_read_tokens"],
+            native if isinstance(native, str) else None, v.regime if ok else None,
+            ok and v.eligible, "ok" if ok else "error", v.decided_by if ok else None,
+            v.trace, v.reasons))
     cell_events = [e for e in ev.events if not e.points]
     return CellVerdict(campaign=cell.campaign, cell_id=cell.cell_id,
                        workload_kind=cell.workload_kind, status="ok" if ok else "error",

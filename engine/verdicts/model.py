@@ -35,9 +35,13 @@ class Qualification:
         return {"eligible": self.eligible, "failed": [f.to_dict() for f in self.failed]}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PointVerdict:
-    """The verdict of one point (one ``benchmark_id`` of a cell)."""
+    """The verdict of one point (one ``benchmark_id`` of a cell).
+
+    Not frozen: a corpus makes one per point, and a frozen dataclass costs ~4x to build.
+    Treat it as read-only all the same.
+    """
 
     cell_id: str
     benchmark_id: int
