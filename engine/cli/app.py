@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import classify
+from kvrules.cli import rules
 from kvrules.verdicts.model import KVRULES_VERSION
 
 app = typer.Typer(
@@ -28,7 +29,7 @@ COMMANDS: tuple[ModuleType, ...] = (
 """Modules whose ``register(app)`` adds one top-level command each."""
 
 GROUPS: tuple[tuple[str, ModuleType], ...] = (
-    # ("rules", rules),  # kvrules rules check|test: a module with ``app = typer.Typer()``
+    ("rules", rules),  # kvrules rules check|test
 )
 """``(name, module)`` pairs mounted as sub-commands with ``app.add_typer(module.app)``."""
 

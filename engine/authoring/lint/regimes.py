@@ -1,0 +1,144 @@
+"""Regime decisions: two rules that can decide differently for one point without an order,
+and proposed regimes outside the declared vocabulary."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Iterator
+
+from kvrules.authoring.lint.base import Issue, LintContext
+from kvrules.authoring.lint.sat import conjoin, negate, satisfiable
+from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
+from kvrules.policy import codes
+from kvrules.policy.evaluate import atoms, eval_atom
+from kvrules.policy.model import Atom, Expr, Pattern, Ref
+
+
+@dataclass(frozen=True)
+class AmbiguousRegimeIssue(Issue):
+    """Two rules that can decide different regimes for the same point with nothing to order
+    them: candidates with the same ``step`` (or direct ``regime`` actions) whose conditions
+    can hold together. At run time such a point becomes a ``policy_conflict`` error.
+
+    Two rules are exclusive when patterns that must bind the same fact (the point they
+    decide, a fact of which a cell has only one, or a fact pinned by the same key such as
+    ``rank: 0``) have conditions that cannot hold together, or when one rule's ``none``
+    excludes every fact the other one needs.
+
+    Fails (a point stamped with both stamps gets two step-4 regimes)::
+
+        - id: a
+          when: [{fact: point, where: {sample_reasons: {contains: kvwarm_real_kv}}}]
+          then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 4, regime: real_kv}}}
+        - id: b
+          when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback}}}]
+          then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 4, regime: fake_fallback}}}
+
+    Passes: give ``b`` step 6, or add ``sample_reasons: {contains_none: [kvwarm_real_kv]}``.
+    """
+
+    code: ClassVar[str] = "rule_ambiguous_regime"
+    description: ClassVar[str] = "two rules can decide different regimes without an order"
+
+
+@dataclass(frozen=True)
+class ProposedRegimeVocabularyIssue(Issue):
+    """A regime proposed through a derived fact (``candidate.regime``) that is not in
+    ``policy.regimes``. The compiler checks literal ``regime`` actions; this check follows
+    the value through the fact that carries it.
+
+    Fails::
+
+        then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 2, regime: legacy_kv}}}
+
+    Passes: ``regime: legacy`` (declared), or declare ``legacy_kv`` under ``regimes``.
+    """
+
+    code: ClassVar[str] = codes.RULE_VOCABULARY_ERROR
+    description: ClassVar[str] = "a proposed regime is not in the declared vocabulary"
+
+
+def check_ambiguous_regimes(ctx: LintContext) -> Iterator[Issue]:
+    """Every pair of unordered deciders with different literal regimes that can co-fire;
+    reported at the later rule of the pair."""
+    found = deciders(ctx.policy)
+    for j, b in enumerate(found):
+        for a in found[:j]:
+            if a.rule.id == b.rule.id or a.ordered_against(b):
+                continue
+            if isinstance(a.regime, Ref) or isinstance(b.regime, Ref) \
+                    or _equal(a.regime, b.regime) or _exclusive(ctx, a, b):
+                continue
+            yield AmbiguousRegimeIssue(_message(a, b), b.rule.loc, b.rule.pointer, b.rule.id)
+
+
+def _equal(a: object, b: object) -> bool:
+    """Equality as the rules see it (the reference semantics of ``eq``)."""
+    return eval_atom(Atom("v", "eq", b), {"v": a})
+
+
+def _message(a: Decider, b: Decider) -> str:
+    where = f"at the same {b.order_field} {b.order!r}" if b.order is not None \
+        else "and nothing orders them"
+    return (f"can decide regime {b.regime!r} for the same facts for which '{a.rule.id}' "
+            f"decides {a.regime!r} {where}; make their conditions exclusive or order them")
+
+
+def _exclusive(ctx: LintContext, a: Decider, b: Decider) -> bool:
+    """No single session can make both rules fire for the same point."""
+    for pa in a.rule.positives:
+        for pb in b.rule.positives:
+            if pa.fact == pb.fact and _same_fact(pa, pb, a, b) and not satisfiable(
+                    conjoin(pa.where, pb.where), ctx.kind_of(pa.fact)):
+                return True
+    return _excluded_by_none(ctx, a, b) or _excluded_by_none(ctx, b, a)
+
+
+def _same_fact(pa: Pattern, pb: Pattern, a: Decider, b: Decider) -> bool:
+    """The two patterns necessarily bind one and the same fact."""
+    if pa.alias == a.subject and pb.alias == b.subject:
+        return True
+    keys = FACT_KEYS.get(pa.fact)
+    if keys is None:
+        return False
+    pins_a, pins_b = _pins(pa.where), _pins(pb.where)
+    return all(k in pins_a and k in pins_b and _equal(pins_a[k], pins_b[k]) for k in keys)
+
+
+def _pins(where: Expr | None) -> dict[str, object]:
+    """Fields fixed to a literal by a top-level equality of a where-clause."""
+    if where is None:
+        return {}
+    tops = [where] if where.kind == "atom" else list(where.children) if where.kind == "and" \
+        else []
+    out: dict[str, object] = {}
+    for e in tops:
+        atom = e.atom
+        if e.kind == "atom" and atom and atom.op == "eq" and not atom.negated \
+                and not isinstance(atom.operand, Ref):
+            out[atom.field] = atom.operand
+    return out
+
+
+def _excluded_by_none(ctx: LintContext, x: Decider, y: Decider) -> bool:
+    """``x`` needs no fact matching W that ``y`` needs a fact matching W' ⊆ W for."""
+    for neg in x.rule.negatives:
+        if any(isinstance(t.operand, Ref) for t in atoms(neg.where)):
+            continue
+        for pos in y.rule.positives:
+            if pos.fact == neg.fact and not satisfiable(conjoin(pos.where, negate(neg.where)),
+                                                        ctx.kind_of(pos.fact)):
+                return True
+    return False
+
+
+def check_proposed_vocabulary(ctx: LintContext) -> Iterator[Issue]:
+    """Literal regimes of proposal rules that the policy does not declare."""
+    declared = ctx.policy.regimes
+    for d in deciders(ctx.policy):
+        if not declared or d.proposal is None or isinstance(d.regime, Ref) \
+                or d.regime in declared:
+            continue
+        carrier = f"{d.proposal.fact}.{d.proposal.regime_field}"
+        yield ProposedRegimeVocabularyIssue(
+            f"regime {d.regime!r} (proposed through {carrier}) is not in policy.regimes",
+            d.action.loc, f"{d.action.pointer}/set/{d.proposal.regime_field}", d.rule.id)

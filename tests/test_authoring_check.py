@@ -1,0 +1,206 @@
+"""``kvrules rules check``: the shipped policy is clean, and every finding code is proven on a
+deliberately broken policy under ``tests/files/policies/<code>/`` (exact diagnostics)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvrules.authoring.check import CheckResult, check_policy, insert_after
+from kvrules.authoring.lint import CHECKS
+from kvrules.cli.rules import app
+from kvrules.diagnostics import Diagnostic, KvrulesUsageError
+from kvrules.policy import codes
+from kvrules.policy.compiler import CHECK_PASSES
+
+POLICIES = Path(__file__).resolve().parent / "files" / "policies"
+
+
+def _d(fixture: str, file: str, line: int, column: int, code: str, rule: str | None,
+       pointer: str, message: str, severity: str = "error") -> Diagnostic:
+    return Diagnostic(file=f"{POLICIES / fixture}/{file}", line=line, column=column,
+                      message=message, code=code, pointer=pointer, rule=rule,
+                      severity=severity)  # type: ignore[arg-type]
+
+
+EXPECTED: dict[str, list[Diagnostic]] = {
+    "rule_yaml_error": [_d(
+        "rule_yaml_error", "rules.yaml", 30, 1, codes.RULE_YAML_ERROR, None, "",
+        "expected ',' or ']', but got '<stream end>'")],
+    "rule_schema_error": [
+        _d("rule_schema_error", "rules.yaml", 28, 5, codes.RULE_SCHEMA_ERROR, "step3_schema",
+           "/rules/3", "/rules/3: 'reason' is a required property"),
+        _d("rule_schema_error", "rules.yaml", 28, 5, codes.RULE_SCHEMA_ERROR, "step3_schema",
+           "/rules/3", "/rules/3: Additional properties are not allowed ('salience' was "
+           "unexpected)")],
+    "rule_header_error": [_d(
+        "rule_header_error", "second.yaml", 1, 1, codes.RULE_HEADER_ERROR, None, "",
+        "expected exactly one 'policy:' header, found 2")],
+    "rule_duplicate_id": [_d(
+        "rule_duplicate_id", "rules.yaml", 28, 5, codes.RULE_DUPLICATE_ID, "step1_real",
+        "/rules/3", f"rule id 'step1_real' is already used at "
+        f"{POLICIES / 'rule_duplicate_id'}/rules.yaml:2")],
+    "rule_unknown_fact_error": [_d(
+        "rule_unknown_fact_error", "rules.yaml", 32, 9, codes.RULE_UNKNOWN_FACT,
+        "stamps_unknown_fact", "/rules/3/when/1", "unknown fact type 'stamp'")],
+    "rule_unknown_field_error": [
+        _d("rule_unknown_field_error", "rules.yaml", 32, 32, codes.RULE_UNKNOWN_FIELD,
+           "stamps_unknown_field", "/rules/3/when/0/where/strict_stamps",
+           "fact 'params' has no field 'strict_stamps'"),
+        _d("rule_unknown_field_error", "rules.yaml", 34, 32, codes.RULE_UNKNOWN_FIELD,
+           "stamps_unknown_field", "/rules/3/when/1/where/sample_reason",
+           "fact 'point' has no field 'sample_reason'")],
+    "rule_unknown_alias_error": [_d(
+        "rule_unknown_alias_error", "rules.yaml", 33, 19, codes.RULE_UNKNOWN_ALIAS,
+        "stamps_unknown_alias", "/rules/3/then/error",
+        "'p' is not bound by an earlier positive pattern")],
+    "rule_duplicate_alias_error": [_d(
+        "rule_duplicate_alias_error", "rules.yaml", 33, 9, codes.RULE_DUPLICATE_ALIAS,
+        "stamps_duplicate_alias", "/rules/3/when/1",
+        "alias 'point' is bound twice; name one with 'as:'")],
+    "rule_type_error": [
+        _d("rule_type_error", "rules.yaml", 32, 29, codes.RULE_TYPE_ERROR, "literal_type",
+           "/rules/3/when/0/where/batch_size",
+           "'batch_size' is integer but is compared with string '4'"),
+        _d("rule_type_error", "rules.yaml", 41, 23, codes.RULE_TYPE_ERROR, "ref_type",
+           "/rules/4/when/1/where/rank",
+           "'rank.rank' is integer but is compared with 'cell.has_plan' (boolean)"),
+        _d("rule_type_error", "rules.yaml", 50, 20, codes.RULE_TYPE_ERROR, "derive_type",
+           "/rules/5/then/derive/set/step",
+           "'candidate.step' is integer but is set to string '0'")],
+    "rule_vocabulary_error": [
+        _d("rule_vocabulary_error", "rules.yaml", 33, 19, codes.RULE_VOCABULARY_ERROR,
+           "undeclared_code", "/rules/3/then/error",
+           "error code 'dp_point_disagreement' is not in policy.error_codes"),
+        _d("rule_vocabulary_error", "rules.yaml", 41, 20, codes.RULE_VOCABULARY_ERROR,
+           "undeclared_regime", "/rules/4/then/derive/set/regime",
+           "regime 'legacy' (proposed through candidate.regime) is not in policy.regimes")],
+    "rule_negation_cycle": [_d(
+        "rule_negation_cycle", "rules.yaml", 28, 5, codes.RULE_NEGATION_CYCLE,
+        "left_unless_right", "/rules/3", "rule 'left_unless_right' depends on itself "
+        "through 'none'")],
+    "rule_unsupported_error": [_d(
+        "rule_unsupported_error", "rules.yaml", 32, 38, codes.RULE_UNSUPPORTED, "not_a_skip",
+        "/rules/3/when/0/where/not/native_regime",
+        "'not (native_regime starts_with 'skip:')' cannot be negated")],
+    "rule_contradictory_conditions": [
+        _d("rule_contradictory_conditions", "rules.yaml", 34, 40,
+           "rule_contradictory_conditions", "empty_range",
+           "/rules/3/when/0/where/all/0/total_kv_read_tokens",
+           "point: total_kv_read_tokens lt 1 and total_kv_read_tokens gt 5 can never hold "
+           "together, so the rule can never fire"),
+        _d("rule_contradictory_conditions", "rules.yaml", 44, 33,
+           "rule_contradictory_conditions", "two_values",
+           "/rules/4/when/0/where/all/0/native_regime",
+           "point: native_regime eq 'real_kv' and native_regime eq 'fake_fallback' can never "
+           "hold together, so the rule can never fire")],
+    "rule_never_fires": [
+        _d("rule_never_fires", "rules.yaml", 32, 9, "rule_never_fires", "needs_config_bound",
+           "/rules/3/when/1", "needs a 'config_bound' fact, but no rule produces one"),
+        _d("rule_never_fires", "rules.yaml", 39, 9, "rule_never_fires",
+           "needs_legacy_candidate", "/rules/4/when/0",
+           "needs a 'candidate' fact matching its conditions, but no rule produces one that "
+           "can match (produced by step1_real, step2_fake)")],
+    "rule_unused_derived_fact": [_d(
+        "rule_unused_derived_fact", "policy.yaml", 11, 7, "rule_unused_derived_fact", None,
+        "/policy/derived/expected_model", "derived fact 'expected_model' is declared but no "
+        "rule reads it (derived by expected_plan_model)", severity="warning")],
+    "rule_ambiguous_regime": [_d(
+        "rule_ambiguous_regime", "rules.yaml", 28, 5, "rule_ambiguous_regime",
+        "step1_fake_stamp", "/rules/3",
+        "can decide regime 'fake_fallback' for the same facts for which 'step1_real' decides "
+        "'real_kv' at the same step 1; make their conditions exclusive or order them")],
+}
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
+def test_the_shipped_policy_checks_clean() -> None:
+    result = check_policy()
+    assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 66)
+
+
+def test_the_fixture_base_policy_checks_clean() -> None:
+    assert check_policy(str(POLICIES / "clean")).diagnostics == ()
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED))
+def test_each_broken_policy_gives_exactly_its_diagnostics(fixture: str) -> None:
+    result = check_policy(str(POLICIES / fixture))
+    assert list(result.diagnostics) == EXPECTED[fixture]
+    assert result.exit_code == (0 if fixture == "rule_unused_derived_fact" else 1)
+
+
+def test_every_finding_code_has_a_fixture() -> None:
+    rule_file_codes = {v for k, v in vars(codes).items() if k.startswith("RULE_")}
+    reported = rule_file_codes - {codes.RULE_PARAMETER_ERROR}  # overrides, not rule files
+    lint_codes = {c.issue.code for c in CHECKS.values()}
+    folders = {p.name for p in POLICIES.iterdir() if p.is_dir()} - {"clean"}
+    assert folders == reported | lint_codes == set(EXPECTED)
+
+
+def test_disabling_a_check_drops_exactly_its_findings() -> None:
+    result = check_policy(str(POLICIES / "rule_never_fires"), disable=["never-fires"])
+    assert result.diagnostics == ()
+
+
+def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(KvrulesUsageError, match="unknown check id"):
+        check_policy(disable=["no-such-check"])
+    with pytest.raises(KvrulesUsageError, match="not found"):
+        check_policy(str(tmp_path / "missing"))
+    with pytest.raises(KvrulesUsageError, match="no rule files"):
+        check_policy(str(tmp_path))
+
+
+def test_lint_passes_are_inserted_after_stratify() -> None:
+    names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
+    assert names == ["load_yaml", "validate_schema", "build_model", "resolve_names",
+                     "check_types", "stratify", "x"]
+    with pytest.raises(ValueError):
+        insert_after(CHECK_PASSES, "nope", ())
+
+
+def test_cli_text_output_and_exit_codes(runner: CliRunner) -> None:
+    clean = runner.invoke(app, ["check"])
+    assert (clean.exit_code, clean.stdout) == (0, "rules: 9 files, 66 rules: no findings\n")
+    broken = runner.invoke(app, ["check", str(POLICIES / "rule_ambiguous_regime")])
+    where = POLICIES / "rule_ambiguous_regime"
+    assert broken.exit_code == 1
+    assert broken.stdout == (
+        f"{where}/rules.yaml:28:5: rule_ambiguous_regime: can decide regime 'fake_fallback' "
+        "for the same facts for which 'step1_real' decides 'real_kv' at the same step 1; make "
+        "their conditions exclusive or order them (rule: step1_fake_stamp)\n"
+        f"{where}: 2 files, 4 rules: 1 error, 0 warnings\n")
+    warned = runner.invoke(app, ["check", str(POLICIES / "rule_unused_derived_fact")])
+    assert warned.exit_code == 0 and "rule_unused_derived_fact (warning)" in warned.stdout
+
+
+def test_cli_json_output(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["check", str(POLICIES / "rule_never_fires"), "-f", "json"])
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 1
+    assert (doc["rules"], doc["errors"], doc["warnings"]) == (5, 2, 0)
+    assert [(d["code"], d["line"], d["rule"], d["severity"]) for d in doc["diagnostics"]] == [
+        ("rule_never_fires", 32, "needs_config_bound", "error"),
+        ("rule_never_fires", 39, "needs_legacy_candidate", "error")]
+
+
+def test_cli_unusable_input_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert "policy directory not found" in result.stderr
+
+
+def test_check_result_counts() -> None:
+    diag = EXPECTED["rule_unused_derived_fact"][0]
+    result = CheckResult("p", ("a",), 1, (diag,))
+    assert (result.errors, result.warnings, result.exit_code) == (0, 1, 0)
