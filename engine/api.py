@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import multiprocessing
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from kvrules.artifacts.discover import CellRef, discover
+from kvrules.artifacts.load import load_cell
+from kvrules.facts.extract import extract_cell
+from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy, compile_policy
 from kvrules.runtime.classifier import Classifier
 from kvrules.verdicts.model import CellVerdict, Report
@@ -52,6 +55,19 @@ def load_policy(rules: str | Path | None = None,
 
 
 _WORKER: Classifier | None = None
+
+
+def extract(paths: Sequence[str], plan: str | None = None) -> Iterator[CellFacts]:
+    """The facts of every cell under ``paths`` (what the rules see), one cell at a time."""
+    for ref in discover(paths, plan):
+        yield extract_cell(load_cell(ref))
+
+
+def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> Report:
+    """Classify already extracted (or hand-built, or edited) cell facts."""
+    policy = policy or load_policy()
+    verdicts = tuple(policy.classifier.classify_facts(cell) for cell in cells)
+    return Report(policy=policy.identity, cells=verdicts)
 
 
 def _init_worker(source: str | None, parameters: dict[str, Any]) -> None:

@@ -22,3 +22,20 @@ def test_shared_evaluations_equal_fresh_ones():
     fresh = [render_json(api.classify([p], api.load_policy())) for p in ALL]
     assert warm == fresh + fresh
     assert policy.classifier.evaluations == len(ALL)
+
+
+def test_classifying_extracted_facts_equals_classifying_folders():
+    policy = api.load_policy()
+    from_folders = render_json(api.classify(ALL, policy))
+    from_facts = render_json(api.classify_facts(api.extract(ALL), policy))
+    assert from_facts == from_folders
+
+
+def test_edited_facts_are_classified_by_the_rules():
+    policy = api.load_policy()
+    (cell,) = api.extract([str(EXAMPLES / "dense-legacy-stamp-format")])
+    (rank,) = [f for f in cell.facts if f.type == "rank"]
+    rank.fields["enable_expert_parallel"] = True
+    (verdict,) = api.classify_facts([cell], policy).cells
+    assert [f.id for f in verdict.qualifications["dense_synthetic_kv"].failed] == ["D7"]
+    assert {p.kv_seed_regime for p in verdict.points} == {"fake_fallback"}
