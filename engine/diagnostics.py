@@ -41,6 +41,8 @@ POLICY_CONFLICT = "policy_conflict"
 """Two rules decided different regimes for one point at the same precedence."""
 ENGINE_FAILURE = "engine_failure"
 """The rule engine raised or swallowed an error while evaluating a cell."""
+FACT_INVALID = "fact_invalid"
+"""A fact does not match the fact catalogue (an unknown type or field, or a wrong type)."""
 
 
 @dataclass(frozen=True, order=True)

@@ -39,3 +39,15 @@ def test_edited_facts_are_classified_by_the_rules():
     (verdict,) = api.classify_facts([cell], policy).cells
     assert [f.id for f in verdict.qualifications["dense_synthetic_kv"].failed] == ["D7"]
     assert {p.kv_seed_regime for p in verdict.points} == {"fake_fallback"}
+
+
+def test_facts_outside_the_catalogue_fail_the_cell_closed():
+    (cell,) = api.extract([str(EXAMPLES / "dense-legacy-stamp-format")])
+    (rank,) = [f for f in cell.facts if f.type == "rank"]
+    rank.fields["tensor_parallel"] = 1          # not a catalogue field
+    cell.points[0].fact.fields["rank_views"] = "1"  # an integer field given a string
+    (verdict,) = api.classify_facts([cell], api.load_policy()).cells
+    assert verdict.status == "error"
+    assert sorted(e.message for e in verdict.errors) == [
+        "point.rank_views should be integer, got '1'",
+        "rank.tensor_parallel is not in the fact catalogue"]

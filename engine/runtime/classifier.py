@@ -7,12 +7,15 @@ engine run per distinct shape, not per cell.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
 from kvrules.artifacts.model import CellEvidence
 from kvrules.facts.extract import extract_cell
-from kvrules.facts.model import CellFacts
+from kvrules.diagnostics import FACT_INVALID, Diagnostic, evidence_error
+from kvrules.facts.model import CellFacts, Fact
+from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.runtime.classes import point_classes, projection
 from kvrules.runtime.events import Evaluation
@@ -21,6 +24,19 @@ from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
 MEMO_SIZE = 256
+
+
+def catalogue_problems(cp: CompiledPolicy, facts: list[Fact]) -> list[Diagnostic]:
+    """Facts that break the fact catalogue, as ``fact_invalid`` diagnostics."""
+    out = []
+    for fact in facts:
+        declared = cp.fact_types.get(fact.type)
+        if declared is None or fact.type in cp.policy.derived or fact.type == "params":
+            problems = [f"unknown fact type '{fact.type}'"] if declared is None else []
+        else:
+            problems = check_fact_fields(FactType(fact.type, "", declared), fact.fields)
+        out += [evidence_error(FACT_INVALID, p, *fact.source()) for p in problems]
+    return out
 
 
 class Classifier:
@@ -35,6 +51,9 @@ class Classifier:
         """Verdict of a cell from already extracted facts."""
         classes, class_of = point_classes(self.cp, cell.points)
         facts = cell.facts + classes
+        problems = catalogue_problems(self.cp, facts)
+        if problems:  # rules would read what the catalogue does not promise: fail closed
+            cell = replace(cell, diagnostics=cell.diagnostics + problems)
         key = projection(self.cp, facts)
         ev = self._memo.get(key)
         if ev is None:
