@@ -45,6 +45,17 @@ POINT_TESTS = [
     {"total_kv_read_tokens": {"gt": 0}}, {"total_kv_read_tokens": 0},
 ]
 
+JOIN_TESTS = [  # point patterns joined with the warmup fact (beta nodes in the engine)
+    {"any": [{"all": [{"total_kv_read_tokens": {"gt": 0}},
+                      {"sample_reasons": {"contains": "capture"}}]},
+             {"native_regime": {"ref": "warmup.skip_reason"}}]},
+    {"all": [{"native_regime": {"ne": {"ref": "warmup.skip_reason"}}},
+             {"any": [{"total_kv_read_tokens": 0}, {"sample_reasons": {"contains": "x"}}]}]},
+    {"not": {"all": [{"native_regime": {"ref": "warmup.enabled"}},
+                     {"total_kv_read_tokens": {"gt": 5}}]}},
+    {"total_kv_read_tokens": {"lt": {"ref": "warmup.warm_eligible"}}},
+]
+
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
     st.sampled_from([0, 1, -1, 0.0, 1.0, 1.5, 0.00001, 1e16, 2**63, "", "1", "true", "a",
@@ -65,6 +76,10 @@ def _policy(tmp: Path) -> CompiledPolicy:
     rules += [{"id": f"p.t{i}", "description": "probe", "reason": "probe",
                "when": [{"fact": "point", "where": test}], "then": {"derive": {
                    "fact": "hit", "set": {"n": 100 + i}}}} for i, test in enumerate(POINT_TESTS)]
+    rules += [{"id": f"j.t{i}", "description": "probe", "reason": "probe",
+               "when": [{"fact": "warmup"}, {"fact": "point", "where": test}],
+               "then": {"derive": {"fact": "hit", "set": {"n": 200 + i}}}}
+              for i, test in enumerate(JOIN_TESTS)]
     tmp.mkdir(exist_ok=True)
     (tmp / "policy.yaml").write_text(yaml.safe_dump(header))
     (tmp / "rules.yaml").write_text(yaml.safe_dump({"rules": rules}))
@@ -83,11 +98,11 @@ def compiled(tmp_path_factory) -> CompiledPolicy:
 def _expected(cp: CompiledPolicy, facts: list[Fact]) -> set[str]:
     by_type = {f.type: f for f in facts}
     fired = set()
+    env = {f.type: {**f.fields, "id": f.id} for f in facts}
     for rule in cp.policy.rules:
-        pattern = rule.patterns[0]
-        fact = by_type[pattern.fact]
-        fields = {**fact.fields, "id": fact.id}
-        if eval_expr(pattern.where, fields, {pattern.alias: fields}):
+        pattern = rule.patterns[-1]
+        fields = env[pattern.fact]
+        if pattern.where is None or eval_expr(pattern.where, fields, env):
             fired.add(rule.id)
     return fired
 
@@ -95,16 +110,23 @@ def _expected(cp: CompiledPolicy, facts: list[Fact]) -> set[str]:
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(enabled=MAYBE, eligible=MAYBE,
        reasons=st.lists(st.sampled_from(["capture", "kvwarm_real_kv", "x", ""]), max_size=3),
-       kv=st.integers(min_value=0, max_value=2**40))
-def test_engine_matches_reference_semantics(tmp_path_factory, enabled, eligible, reasons, kv):
+       kv=st.integers(min_value=0, max_value=2**40),
+       native=st.one_of(st.just(ABSENT), st.sampled_from([None, "a", "", True, 1, 0])),
+       skip=st.one_of(st.just(ABSENT), st.sampled_from([None, "a", "", 1])))
+def test_engine_matches_reference_semantics(tmp_path_factory, enabled, eligible, reasons, kv,
+                                            native, skip):
     cp = compiled(tmp_path_factory)
     fields = {}
     if enabled is not ABSENT:
         fields["enabled"] = enabled
     if eligible is not ABSENT:
         fields["warm_eligible"] = eligible
-    facts = [Fact("warmup", "w0", fields),
-             Fact("point", "p1", {"sample_reasons": reasons, "total_kv_read_tokens": kv})]
+    if skip is not ABSENT:
+        fields["skip_reason"] = skip
+    point = {"sample_reasons": reasons, "total_kv_read_tokens": kv}
+    if native is not ABSENT:
+        point["native_regime"] = native
+    facts = [Fact("warmup", "w0", fields), Fact("point", "p1", point)]
     result = evaluate(cp, facts)
     assert result.failures == []
     assert {e.rule for e in result.events} == _expected(cp, facts)

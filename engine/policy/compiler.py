@@ -325,9 +325,13 @@ def lower_to_durable(state: CompileState) -> None:
     rulesets: list[dict[str, Any]] = [{} for _ in range(top)]
     for rule in policy.rules:
         k = state.strata[rule.id] - 1
-        rulesets[k].update(lower_rule(rule))
-        if rule.negatives:
-            rulesets[k - 1].update(lower_probes(rule))
+        try:
+            rulesets[k].update(lower_rule(rule))
+            if rule.negatives:
+                rulesets[k - 1].update(lower_probes(rule))
+        except ValueError as exc:
+            state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
+                        rule.pointer, rule.id)
     kinds = sorted(state.fact_types) + [NEG_OK]
     for ruleset in rulesets:
         ruleset.update(sink_rules(kinds))

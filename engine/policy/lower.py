@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvrules.policy.evaluate import atoms as atoms_of
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.runtime.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
                                     companion, encode_scalar, escape_prefix, value_type)
@@ -135,12 +136,62 @@ def lower_expr(expr: Expr, alias: str = "") -> dict[str, Any]:
     return _flatten(key, [lower_expr(c, alias) for c in expr.children])
 
 
+MAX_VARIANTS = 64
+"""Most engine rules one policy rule may expand to (see :func:`_dnf`)."""
+
+
 def lower_pattern(pattern: Pattern) -> dict[str, Any]:
     """``{alias: condition}`` for one positive fact pattern."""
     conds: list[dict[str, Any]] = [{DISCRIMINATOR: pattern.fact}]
     if pattern.where is not None:
         conds.append(lower_expr(pattern.where, pattern.alias))
     return {pattern.alias: _flatten("$and", conds)}
+
+
+def _joins(pattern: Pattern) -> bool:
+    """Whether the pattern compares with another bound fact (a beta node in the engine)."""
+    return any(isinstance(a.operand, Ref) and a.operand.alias != pattern.alias
+               for a in atoms_of(pattern.where))
+
+
+def _dnf(expr: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """Disjunctive normal form over engine leaves: a list of flat conjunctions."""
+    if set(expr) == {"$and"}:
+        out: list[list[dict[str, Any]]] = [[]]
+        for child in expr["$and"]:
+            out = [left + right for left in out for right in _dnf(child)]
+            if len(out) > MAX_VARIANTS:
+                raise ValueError(f"the condition expands to more than {MAX_VARIANTS} cases")
+        return out
+    if set(expr) == {"$or"}:
+        return [conj for child in expr["$or"] for conj in _dnf(child)]
+    return [[expr]]
+
+
+def pattern_variants(pattern: Pattern) -> list[dict[str, Any]]:
+    """Alternatives of one pattern; a joining pattern is split into flat conjunctions.
+
+    durable-rules 2.0.28 mis-evaluates nested ``$and``/``$or`` in join (beta) conditions
+    (it skips to the first end marker it meets, which may close an inner group), so a join
+    never reaches the engine with nesting: each disjunct becomes its own engine rule.
+    """
+    lowered = lower_pattern(pattern)
+    if not _joins(pattern):
+        return [lowered]
+    (alias, expr), = lowered.items()
+    return [{alias: conj[0] if len(conj) == 1 else {"$and": conj}} for conj in _dnf(expr)]
+
+
+def _variants(name: str, run: str, alternatives: list[list[dict[str, Any]]]
+              ) -> dict[str, dict[str, Any]]:
+    """Engine rules for every combination of pattern alternatives (all run one action)."""
+    combos: list[list[dict[str, Any]]] = [[]]
+    for options in alternatives:
+        combos = [c + [o] for c in combos for o in options]
+        if len(combos) > MAX_VARIANTS:
+            raise ValueError(f"the rule expands to more than {MAX_VARIANTS} engine rules")
+    return {name if n == 0 else f"{name}#v{n}": {"all": combo, "run": run}
+            for n, combo in enumerate(combos)}
 
 
 def neg_ok_pattern(rule: Rule) -> dict[str, Any]:
@@ -151,21 +202,21 @@ def neg_ok_pattern(rule: Rule) -> dict[str, Any]:
 
 
 def lower_rule(rule: Rule) -> dict[str, dict[str, Any]]:
-    """The main engine rule (named by its id)."""
-    alls = [lower_pattern(p) for p in rule.positives]
+    """The main engine rule(s), named by the rule id (and ``#v<n>`` for split variants)."""
+    alternatives = [pattern_variants(p) for p in rule.positives]
     if rule.negatives:
-        alls.append(neg_ok_pattern(rule))
-    return {rule.id: {"all": alls, "run": rule.id}}
+        alternatives.append([neg_ok_pattern(rule)])
+    return _variants(rule.id, rule.id, alternatives)
 
 
 def lower_probes(rule: Rule) -> dict[str, dict[str, Any]]:
     """Candidate and witness probes of a rule with ``none`` patterns."""
-    positives = [lower_pattern(p) for p in rule.positives]
-    out = {f"{rule.id}#cand": {"all": positives, "run": f"{rule.id}#cand"}}
+    positives = [pattern_variants(p) for p in rule.positives]
+    out = _variants(f"{rule.id}#cand", f"{rule.id}#cand", positives)
     for i, neg in enumerate(rule.negatives):
         pos = Pattern(neg.fact, neg.alias, neg.where, False, neg.pointer, neg.loc)
-        out[f"{rule.id}#wit{i}"] = {"all": positives + [lower_pattern(pos)],
-                                     "run": f"{rule.id}#wit{i}"}
+        out.update(_variants(f"{rule.id}#wit{i}", f"{rule.id}#wit{i}",
+                             positives + [pattern_variants(pos)]))
     return out
 
 

@@ -36,6 +36,7 @@ class _Context:
         self.result = Evaluation()
         self.stratum = 0
         self.probes: dict[str, set[tuple[str, ...]]] = {}
+        self.fired: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
         self.counter = itertools.count(1)
 
     def add(self, fact_type: str, fact_id: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -107,6 +108,10 @@ def _fire(rule: Rule, c: Any) -> None:
     try:
         bindings = {alias: fact["id"][2:] for alias, fact in c._m.items()
                     if alias != "neg_ok_"}
+        key = (rule.id, tuple(sorted(bindings.items())))
+        if key in ctx.fired:  # a split rule (see lower.pattern_variants) fires once per binding
+            return
+        ctx.fired.add(key)
         env = {alias: ctx.fields[fid] for alias, fid in bindings.items()}
         derived = []
         for action in rule.actions:
