@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import classify
+from kvrules.cli import aggregate, publish, readiness, verify
 from kvrules.cli import rules
 from kvrules.verdicts.model import KVRULES_VERSION
 
@@ -24,7 +25,8 @@ app = typer.Typer(
 
 COMMANDS: tuple[ModuleType, ...] = (
     classify,
-    # explain, diff, readiness, aggregate, publish, verify: add their modules here.
+    readiness, aggregate, publish, verify,
+    # explain, diff: add their modules here.
 )
 """Modules whose ``register(app)`` adds one top-level command each."""
 

@@ -1,0 +1,68 @@
+"""Options shared by the consumer commands (readiness, aggregate, publish, verify).
+
+Declared once so the four commands spell ``--rules``, ``--plan``, ``--format`` and
+``--no-dense-synthetic-kv`` exactly like ``kvrules classify``.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Sequence
+
+import typer
+
+from kvrules import api
+from kvrules.diagnostics import KvrulesUsageError
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+Campaigns = Annotated[list[str], typer.Argument(
+    metavar="CAMPAIGN", help="Campaign folders (or cell folders with --plan), in order.",
+    show_default=False)]
+Rules = Annotated[Path | None, typer.Option(
+    "--rules", metavar="DIR", help="Policy directory to use instead of the shipped one.",
+    show_default=False)]
+KnownRules = Annotated[list[Path] | None, typer.Option(
+    "--rules", metavar="DIR", help="A policy directory whose version is also known "
+    "(besides the shipped policy); repeatable.", show_default=False)]
+Plan = Annotated[Path | None, typer.Option(
+    "--plan", metavar="FILE", help="collection-plan.json for a single cell folder.",
+    show_default=False)]
+NoDense = Annotated[bool, typer.Option(
+    "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
+    "the legacy classification, exactly.")]
+Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
+                                   help="Cells classified in parallel.")]
+FormatOption = Annotated[Format, typer.Option(
+    "--format", "-f", help="table for people, json one document.", case_sensitive=False)]
+
+
+def policy(rules: Path | None, no_dense_synthetic_kv: bool) -> api.Policy:
+    """The policy of ``--rules`` (default: shipped) with ``--no-dense-synthetic-kv`` applied."""
+    parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
+    return api.load_policy(rules, parameters=parameters)
+
+
+def known_policies(rules: Sequence[Path] | None) -> list[api.Policy]:
+    """The policies of every ``--rules DIR`` (their versions become known)."""
+    return [api.load_policy(r) for r in rules or ()]
+
+
+def plan_arg(plan: Path | None) -> str | None:
+    return str(plan) if plan is not None else None
+
+
+def check_outside(campaigns: Sequence[str], output: Path | None) -> None:
+    """Refuse an ``--output`` inside a campaign: readiness never writes inside one."""
+    if output is None:
+        return
+    target = output.resolve()
+    for campaign in campaigns:
+        root = Path(campaign).resolve()
+        if target == root or root in target.parents:
+            raise KvrulesUsageError(f"--output {output} is inside {campaign}: readiness never "
+                                    "writes inside a campaign")
