@@ -9,7 +9,7 @@ from pathlib import Path
 import filelock
 import pyarrow.parquet as pq
 import pytest
-from consumer_helpers import (LLAMA, MOE, PARQUET, QWEN, RECORD, SLIDING, TABLE, aggregated, edit,
+from consumer_helpers import (LLAMA, MOE, PARQUET, QWEN, SLIDING, TABLE, aggregated, edit,
                               policy, policy_copy, published, rank_file, record, renamed,
                               write_record)
 from helpers import DENSE, EXAMPLES, copy_example, set_at, snapshot

@@ -84,7 +84,8 @@ def publish_file(path: str | Path, root: str | Path, policies: Iterable[Any] = (
 
 def publish(rows: Rows, root: str | Path, policies: Iterable[Any] = (),
             timeout: float = 600.0) -> Publication:
-    """Merge ``rows`` into the tables under ``root``; all tables or none are written.
+    """Merge ``rows`` into the tables under ``root``; nothing is written unless every table
+    merges cleanly (no conflict, no damaged table, no policy mismatch).
 
     ``policies`` (Policy objects or version strings) are known besides the shipped policy;
     the rows' policy must be one of them. Raises KvrulesUsageError for unusable input (unknown

@@ -134,7 +134,7 @@ def _error_sentence(error: Diagnostic) -> str:
     if error.code == NO_RANK_ARTIFACTS:
         return f"No rank artifact has been collected yet ({error.file})."
     where = error.location()
-    return f"Evidence error {error.code} in {where}: {error.message}."
+    return f"Evidence error {error.code} in {where}: {error.message.rstrip('.')}."
 
 
 def _verdict_blockers(cell: CellVerdict) -> list[str]:
