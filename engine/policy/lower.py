@@ -148,10 +148,12 @@ def lower_pattern(pattern: Pattern) -> dict[str, Any]:
     return {pattern.alias: _flatten("$and", conds)}
 
 
-def _joins(pattern: Pattern) -> bool:
-    """Whether the pattern compares with another bound fact (a beta node in the engine)."""
-    return any(isinstance(a.operand, Ref) and a.operand.alias != pattern.alias
-               for a in atoms_of(pattern.where))
+def _joined_alias(pattern: Pattern) -> str | None:
+    """The first other bound fact this pattern compares with (a join in the engine)."""
+    for atom in atoms_of(pattern.where):
+        if isinstance(atom.operand, Ref) and atom.operand.alias != pattern.alias:
+            return atom.operand.alias
+    return None
 
 
 def _dnf(expr: dict[str, Any]) -> list[list[dict[str, Any]]]:
@@ -176,10 +178,15 @@ def pattern_variants(pattern: Pattern) -> list[dict[str, Any]]:
     never reaches the engine with nesting: each disjunct becomes its own engine rule.
     """
     lowered = lower_pattern(pattern)
-    if not _joins(pattern):
+    other = _joined_alias(pattern)
+    if other is None:
         return [lowered]
     (alias, expr), = lowered.items()
-    return [{alias: conj[0] if len(conj) == 1 else {"$and": conj}} for conj in _dnf(expr)]
+    # An engine conjunction holding exactly one join comparison reads past its expression
+    # list (valgrind: invalid read in reduceExpressionSequence); a second, always-true join
+    # comparison (two bound facts never share an id) keeps every join list well-formed.
+    distinct = {"$neq": {"id": {other: "id"}}}
+    return [{alias: {"$and": conj + [distinct]}} for conj in _dnf(expr)]
 
 
 def _variants(name: str, run: str, alternatives: list[list[dict[str, Any]]]
