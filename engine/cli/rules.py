@@ -10,6 +10,8 @@ import typer
 from kvrules.authoring.check import check_policy
 from kvrules.authoring.lint import CHECKS
 from kvrules.authoring.render import render_check_json, render_check_text
+from kvrules.authoring.testing import run_policy_tests
+from kvrules.authoring.testing_report import render_test_json, render_test_pretty
 from kvrules.cli.common import usage_errors, write_text
 
 app = typer.Typer(name="rules", no_args_is_help=True, add_completion=False,
@@ -66,3 +68,50 @@ def check(
             else render_check_text(result, max_errors or None)
         write_text(text, None)
     raise typer.Exit(result.exit_code)
+
+
+class TestFormat(str, Enum):
+    pretty = "pretty"
+    json = "json"
+
+
+TEST_HELP = (
+    "Run the policy's test cases (YAML files in DIR/tests/, or --tests) and report coverage: "
+    "rules that fired in at least one case, and conditions seen both true and false where "
+    "they decided their pattern.\n\n"
+    "Exit status: 0 every case passed and coverage meets the thresholds, 1 a case failed or "
+    "coverage is below a threshold, 2 unusable input (invalid policy or test files).")
+TEST_EPILOG = (
+    "Example: my-policy/tests/dense.yaml with\n\n"
+    "cases: [{note: sliding window fails D9, facts: {...}, "
+    "want: {dense_synthetic_kv: {failed: [D9]}, regime: fake_fallback}}]\n\n"
+    "kvrules rules test my-policy/ --min-coverage 100")
+
+
+@app.command("test", help=TEST_HELP, epilog=TEST_EPILOG)
+def test(
+    directory: DirArg = None,
+    tests: Annotated[Optional[Path], typer.Option(
+        "--tests", metavar="PATH", help="Test file or folder (default: DIR/tests/).",
+        show_default=False)] = None,
+    fmt: Annotated[TestFormat, typer.Option("--format", "-f", case_sensitive=False,
+                                            help="pretty for people, json for tools.")]
+    = TestFormat.pretty,
+    min_coverage: Annotated[float, typer.Option(
+        "--min-coverage", min=0, max=100, metavar="N",
+        help="Fail when rule coverage is below N percent.")] = 0,
+    min_condition_coverage: Annotated[float, typer.Option(
+        "--min-condition-coverage", min=0, max=100, metavar="N",
+        help="Fail when condition coverage is below N percent.")] = 0,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Also list passing cases and partly covered conditions.")]
+    = False,
+) -> None:
+    with usage_errors():
+        run = run_policy_tests(str(directory) if directory else None,
+                               str(tests) if tests else None)
+        text = render_test_json(run, min_coverage, min_condition_coverage) \
+            if fmt is TestFormat.json \
+            else render_test_pretty(run, min_coverage, min_condition_coverage, verbose)
+        write_text(text, None)
+    raise typer.Exit(run.exit_code(min_coverage, min_condition_coverage))

@@ -136,7 +136,7 @@ def _is_number(v: Any) -> bool:
 
 def _numbers(bounds: list[Any]) -> list[Any]:
     """Each bound, its neighbours, integers around it and midpoints between bounds."""
-    out: set[Any] = {0, 0.5}
+    out: set[Any] = {0, 1, -1, 0.5}
     for b in bounds:
         out |= {b, b - 0.5, b + 0.5, b - 1, b + 1, math.floor(b), math.ceil(b),
                 math.floor(b) - 1, math.ceil(b) + 1}

@@ -1,0 +1,229 @@
+"""Policy test files: find them, validate them, and turn compact facts into a cell.
+
+A test file is YAML (``schemas/policy-tests.schema.json``) with optional ``defaults`` and a
+list of ``cases``. A case gives either ``facts`` in a compact form, merged over the file's
+``defaults``, or ``artifacts``: a campaign or cell folder read exactly like ``classify``.
+
+Compact facts name each fact by what identifies it: ``cell``, ``plan``, ``provenance`` and
+``launch`` are single facts; ``warmup`` and ``rank`` are keyed by rank (``0:``),
+``cache_spec`` by ``rank.group`` or ``rank.group.spec``, ``model_section`` by section and
+``points`` by benchmark_id. Merging is per key; the value ``<absent>`` removes a field or a
+whole fact (absent is not null). The runner fills in only what the extractor computes
+rather than reads: the identifying fields, counts (``rank_count``, ``warmup_views``,
+``rank_views``, ``group_count``, ``spec_count``), ``has_plan``/``has_provenance``,
+``native_skip_reason`` and empty ``sample_reasons``; point coordinates default to the cell's
+workload kind, batch size 1, no prefill tokens and 128 (decode) or 0 (prefill) KV tokens.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from kvrules.diagnostics import Diagnostic, KvrulesUsageError
+from kvrules.facts.model import CellFacts, Fact, PointRow
+from kvrules.policy.catalogue import base_catalogue, check_fact_fields
+from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
+from kvrules.resources import load_schema, rules_dir
+
+ABSENT = "<absent>"
+"""The value that removes a field or a fact in compact facts."""
+TESTS_DIR = "tests"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case, located in its file."""
+
+    file: str
+    line: int
+    note: str
+    want: dict[str, Any]
+    todo: str | None = None
+    params: dict[str, bool] = field(default_factory=dict)
+    cell: CellFacts | None = None
+    artifacts: Path | None = None
+    cell_id: str | None = None
+    plan: Path | None = None
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(load_schema("policy-tests.schema.json"))
+
+
+def find_test_files(policy: str | None,
+                    tests: str | None) -> list[tuple[str, str, Path | None]]:
+    """(label, text, folder) of every test file: ``tests`` (a file or folder) or the policy's
+    ``tests/`` folder (the shipped one when ``policy`` is None)."""
+    if tests is not None:
+        path = Path(tests)
+        if path.is_file():
+            return [(str(path), path.read_text(encoding="utf-8"), path.parent)]
+        root: Traversable = path
+        label = str(path)
+        if not path.is_dir():
+            raise KvrulesUsageError(f"no such test file or folder: {tests}")
+    elif policy is None:
+        root, label = rules_dir() / TESTS_DIR, f"rules/{TESTS_DIR}"
+    else:
+        root, label = Path(policy) / TESTS_DIR, str(Path(policy) / TESTS_DIR)
+    if not root.is_dir():
+        raise KvrulesUsageError(f"no test folder {label}")
+    entries = sorted((e for e in root.iterdir() if e.is_file() and e.name.endswith(
+        (".yaml", ".yml"))), key=lambda e: e.name)
+    if not entries:
+        raise KvrulesUsageError(f"no test files (*.yaml) in {label}")
+    return [(f"{label}/{e.name}", e.read_text(encoding="utf-8"), Path(str(e)).parent)
+            for e in entries]
+
+
+def load_cases(files: list[tuple[str, str, Path | None]]) -> list[Case]:
+    """Every case of every file; any invalid file raises one usage error listing all."""
+    cases: list[Case] = []
+    problems: list[Diagnostic] = []
+    for label, text, folder in files:
+        cases += _load_file(label, text, folder, problems)
+    if problems:
+        raise KvrulesUsageError(f"invalid policy test files: {len(problems)} problem(s)",
+                                problems)
+    return cases
+
+
+def _problem(label: str, positions: Positions, pointer: str, message: str) -> Diagnostic:
+    line, column = position_of(positions, pointer)
+    return Diagnostic(file=label, line=line, column=column, message=message,
+                      code="rule_test_error", pointer=pointer)
+
+
+def _load_file(label: str, text: str, folder: Path | None,
+               problems: list[Diagnostic]) -> list[Case]:
+    try:
+        data, positions = load_with_positions(text)
+    except YamlSyntaxError as exc:
+        problems.append(Diagnostic(label, exc.line, exc.column, str(exc), "rule_test_error"))
+        return []
+    errors = sorted(_validator().iter_errors(data),
+                    key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    for err in errors:
+        ptr = "".join(f"/{p}" for p in err.absolute_path)
+        problems.append(_problem(label, positions, ptr, f"{ptr or '/'}: {err.message}"))
+    if errors:
+        return []
+    out = []
+    for i, raw in enumerate(data["cases"]):
+        ptr = f"/cases/{i}"
+        try:
+            out.append(_case(label, positions, ptr, raw, data.get("defaults", {}), folder))
+        except ValueError as exc:
+            problems.append(_problem(label, positions, ptr, str(exc)))
+    return out
+
+
+def _case(label: str, positions: Positions, ptr: str, raw: dict[str, Any],
+          defaults: dict[str, Any], folder: Path | None) -> Case:
+    base = Path(folder) if folder is not None else Path(".")
+    common = dict(file=label, line=position_of(positions, ptr)[0], note=raw["note"],
+                  want=raw["want"], todo=raw.get("todo"), params=raw.get("params", {}))
+    if "artifacts" in raw:
+        plan = base / raw["plan"] if "plan" in raw else None
+        return Case(**common, artifacts=base / raw["artifacts"], cell_id=raw.get("cell"),
+                    plan=plan)
+    return Case(**common, cell=cell_facts(merge(defaults, raw.get("facts", {}))))
+
+
+def merge(base: Any, over: Any) -> Any:
+    """``over`` merged into ``base`` key by key; ``<absent>`` removes a key."""
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    out = dict(base)
+    for key, value in over.items():
+        if value == ABSENT:
+            out.pop(key, None)
+        else:
+            out[key] = merge(base.get(key), value)
+    return out
+
+
+def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v != ABSENT}
+
+
+def cell_facts(compact: dict[str, Any]) -> CellFacts:
+    """The cell the extractor would have produced for these facts (see module docstring)."""
+    c = {k: v for k, v in compact.items() if v != ABSENT}
+    warmups = {int(k): _clean(v) for k, v in c.get("warmup", {}).items() if v != ABSENT}
+    ranks = {int(k): _clean(v) for k, v in c.get("rank", {}).items() if v != ABSENT}
+    specs = {k: _clean(v) for k, v in c.get("cache_spec", {}).items() if v != ABSENT}
+    cell = {"cell_id": "cell", "has_plan": "plan" in c, "has_provenance": "provenance" in c,
+            "rank_count": len(set(ranks) | set(warmups)),
+            "warmup_views": len({_view(w) for w in warmups.values()}),
+            **_clean(c.get("cell", {}))}
+    facts = [_fact("cell", "cell", cell)]
+    for r in sorted(set(ranks) | set(warmups)):
+        if r in warmups:
+            facts.append(_fact("warmup", f"warmup{r}", {"rank": r, **warmups[r]}))
+        if r in ranks:
+            facts.append(_fact("rank", f"rank{r}", _rank_fields(r, ranks[r], specs)))
+    facts += [_fact("cache_spec", f"spec{k}", _spec_fields(k, v, specs))
+              for k, v in sorted(specs.items())]
+    for name in ("plan", "provenance"):
+        if name in c:
+            facts.append(_fact(name, name, _clean(c[name])))
+    facts += [_fact("model_section", f"section.{k}", {"section": k, **_clean(v)})
+              for k, v in c.get("model_section", {}).items() if v != ABSENT]
+    facts.append(_fact("launch", "launch", {"overrides_present": False,
+                                            **_clean(c.get("launch", {}))}))
+    kind = cell.get("workload_kind")
+    points = [PointRow(_fact("point", f"p{k}", _point_fields(int(k), v, kind)))
+              for k, v in c.get("points", {}).items() if v != ABSENT]
+    points.sort(key=lambda p: p.benchmark_id)
+    return CellFacts("facts", str(cell["cell_id"]), kind if isinstance(kind, str) else None,
+                     facts, points)
+
+
+def _view(warmup: dict[str, Any]) -> str:
+    keys = ("present", "block", "enabled", "warm_eligible", "skip_reason")
+    return json.dumps([warmup.get(k, ABSENT) for k in keys], sort_keys=True)
+
+
+def _rank_fields(r: int, fields: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
+    out = {"rank": r, **fields}
+    if out.get("groups") == "array":
+        out.setdefault("group_count", sum(1 for k in specs if k.count(".") == 1
+                                          and k.startswith(f"{r}.")))
+    return out
+
+
+def _spec_fields(key: str, fields: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
+    parts = [int(p) for p in key.split(".")]
+    out: dict[str, Any] = {"rank": parts[0], "group_index": parts[1]}
+    if len(parts) == 3:
+        out["spec_index"] = parts[2]
+    out.update(fields)
+    if out.get("specs") == "array" and len(parts) == 2:
+        out.setdefault("spec_count", sum(1 for k in specs if k.startswith(f"{key}.")))
+    return out
+
+
+def _point_fields(bid: int, fields: dict[str, Any], kind: Any) -> dict[str, Any]:
+    point_type = fields.get("point_type", kind if isinstance(kind, str) else "decode")
+    out = {"benchmark_id": bid, "point_type": point_type, "batch_size": 1,
+           "total_prefill_tokens": 0, "sample_reasons": [], "rank_views": 1,
+           "total_kv_read_tokens": 0 if point_type == "prefill" else 128, **fields}
+    native = out.get("native_regime")
+    if isinstance(native, str) and native.startswith("skip:"):
+        out.setdefault("native_skip_reason", native[len("skip:"):])
+    return out
+
+
+def _fact(kind: str, fact_id: str, fields: dict[str, Any]) -> Fact:
+    problems = check_fact_fields(base_catalogue()[kind], fields)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return Fact(kind, fact_id, fields)

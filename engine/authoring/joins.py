@@ -1,0 +1,116 @@
+"""Re-run one cell with everything kept, and walk rule joins under the reference semantics.
+
+The engine only reports rules that fired. Coverage and ``explain`` also need what happened to
+the rules that did *not* fire. Both are answered here without touching the engine: the cell
+is evaluated exactly as ``classify`` does it (same point classes, same session, same verdict
+builder), and then each rule's patterns are replayed in order over the facts that existed in
+the session, using :mod:`kvrules.policy.evaluate` — the reference semantics the compiled
+engine conditions are tested against. A fact produced in a higher stratum is never shown to
+a rule of a lower one, so every replayed outcome is one the engine could have seen.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kvrules.facts.model import CellFacts, Fact
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.evaluate import eval_expr
+from kvrules.policy.model import Pattern, Rule
+from kvrules.runtime.classes import point_classes
+from kvrules.runtime.events import Evaluation
+from kvrules.runtime.session import evaluate
+from kvrules.verdicts.build import build_cell
+from kvrules.verdicts.model import CellVerdict
+
+WALK_LIMIT = 20000
+"""Join prefixes replayed per rule and cell at most (a bound, never reached by real cells)."""
+
+Env = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SessionFact:
+    """A fact of the session: its fields (with ``id``), the fact it came from, its stratum."""
+
+    type: str
+    id: str
+    fields: dict[str, Any]
+    stratum: int = 0
+    fact: Fact | None = None
+    by: str | None = None
+
+
+@dataclass
+class Traced:
+    """One cell evaluated as ``classify`` does, with the facts and events kept."""
+
+    cp: CompiledPolicy
+    cell: CellFacts
+    verdict: CellVerdict
+    evaluation: Evaluation
+    class_of: dict[int, str]
+    facts: dict[str, list[SessionFact]] = field(default_factory=dict)
+
+    def by_id(self, fact_id: str) -> SessionFact | None:
+        for group in self.facts.values():
+            for f in group:
+                if f.id == fact_id:
+                    return f
+        return None
+
+
+def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> Traced:
+    """Classify one cell (no memo) and keep every fact of its session."""
+    classes, class_of = point_classes(cp, cell.points)
+    facts = cell.facts + classes
+    ev = evaluate(cp, facts)
+    verdict = build_cell(cp, cell, ev, class_of, classes)
+    traced = Traced(cp, cell, verdict, ev, class_of)
+    add = traced.facts.setdefault
+    add("params", []).append(SessionFact("params", "params", {**cp.parameters, "id": "params"}))
+    for f in facts:
+        add(f.type, []).append(SessionFact(f.type, f.id, {**f.fields, "id": f.id}, 0, f))
+    for d in ev.derived:
+        add(d.type, []).append(SessionFact(d.type, d.id, {**d.fields, "id": d.id},
+                                           cp.strata.get(d.by, 0), None, d.by))
+    return traced
+
+
+Visit = Callable[[Pattern, SessionFact, Env], None]
+
+
+def walk(traced: Traced, rule: Rule, visit: Visit,
+         only: Callable[[Pattern, SessionFact], bool] = lambda p, f: True) -> int:
+    """Replay ``rule``'s patterns in order; ``visit(pattern, fact, env)`` is called for every
+    fact of the pattern's type reached by a matching join prefix. Returns the number of
+    complete matches (the rule would fire that many times). ``only`` restricts candidates.
+    """
+    stratum = traced.cp.strata.get(rule.id, 1)
+    budget = [WALK_LIMIT]
+
+    def step(i: int, env: Env) -> int:
+        if i == len(rule.patterns) or budget[0] <= 0:
+            return 1 if i == len(rule.patterns) else 0
+        budget[0] -= 1
+        pattern = rule.patterns[i]
+        matched, total = False, 0
+        for fact in candidates(traced, pattern, stratum):
+            if not only(pattern, fact):
+                continue
+            here = {**env, pattern.alias: fact.fields}
+            visit(pattern, fact, here)
+            if pattern.where is None or eval_expr(pattern.where, fact.fields, here):
+                matched = True
+                if not pattern.negated:
+                    total += step(i + 1, here)
+        if pattern.negated and not matched:
+            total += step(i + 1, env)
+        return total
+    return step(0, {})
+
+
+def candidates(traced: Traced, pattern: Pattern, stratum: int) -> list[SessionFact]:
+    """Facts of the pattern's type visible to a rule of ``stratum``."""
+    limit = stratum - 1 if pattern.negated else stratum
+    return [f for f in traced.facts.get(pattern.fact, []) if f.stratum <= limit]
