@@ -10,7 +10,10 @@ The library never prints and never exits; the CLI is a thin layer over these fun
 """
 from __future__ import annotations
 
+import gc
+import os
 import multiprocessing
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -80,17 +83,38 @@ def _work(ref: CellRef) -> CellVerdict:
     return _WORKER.classify_ref(ref)
 
 
+@contextmanager
+def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
+    """Collect young garbage less often while classifying (restored afterwards).
+
+    A corpus allocates millions of short-lived acyclic dicts; with the default threshold
+    the cyclic collector runs every 700 allocations and costs ~20% of classification time.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], threshold), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def iter_classify(paths: Sequence[str], policy: Policy | None = None, plan: str | None = None,
                   jobs: int = 1, progress: ProgressFn | None = None) -> Iterator[CellVerdict]:
     """Yield cell verdicts in input order, holding one cell's evidence at a time per worker."""
     policy = policy or load_policy()
     refs = discover(paths, plan)
+    with _batch_gc():
+        yield from _classify_refs(refs, policy, jobs, progress)
+
+
+def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
+                   progress: ProgressFn | None) -> Iterator[CellVerdict]:
     total = len(refs)
     if jobs <= 1 or total <= 1:
         results: Iterator[CellVerdict] = (policy.classifier.classify_ref(r) for r in refs)
         yield from _counted(results, total, progress)
         return
-    ctx = multiprocessing.get_context("fork" if hasattr(__import__("os"), "fork") else "spawn")
+    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     with ctx.Pool(jobs, _init_worker, (policy.source, policy.compiled.parameters)) as pool:
         yield from _counted(pool.imap(_work, refs, chunksize=4), total, progress)
 

@@ -21,6 +21,9 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
     return outcomes + raw
 
 
+_HASHABLE = (str, int, float, bool, type(None))
+
+
 def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
     """The raw values the rules read, hashable; ``any`` fields keep their type (True vs 1)."""
     out = []
@@ -29,7 +32,8 @@ def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str], ...]) -> 
         if kind == "string_list" and value is not MISSING:
             value = tuple(value)
         elif kind == "any" and value is not MISSING:
-            value = (type(value), repr(value))
+            cls = value.__class__
+            value = (cls, value if cls in _HASHABLE else repr(value))
         out.append(value)
     return tuple(out)
 

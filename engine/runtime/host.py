@@ -17,7 +17,8 @@ import durable.engine as durable_engine
 from durable.engine import Host
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
-_MAYBE_EXPONENT = re.compile(r"\d[eE][+-]?\d")
+_MAYBE_EXPONENT = re.compile(r"[:,\[]\s*-?\d+(?:\.\d+)?[eE]")
+"""A number with an exponent in value position (digests inside strings do not trigger)."""
 
 
 class _JsonShim:
