@@ -164,3 +164,21 @@ def test_shipped_policy_compiles_clean_from_any_directory(tmp_path, monkeypatch)
     state = run_passes(None)
     assert state.diagnostics == []
     assert state.policy is not None and state.policy.version == "dense_full_attention_v1"
+
+
+def test_too_many_constants_on_one_field_is_rejected_not_hung(tmp_path):
+    values = ", ".join(f"v{i}" for i in range(501))
+    found = one_rule(tmp_path, where="{skip_reason: {in: [" + values + "]}}")
+    assert codes(found) == [("rule_unsupported_error", 7, "r.one")]
+    assert "501 distinct values" in found[0].message
+
+
+def test_join_with_too_many_cases_is_rejected(tmp_path):
+    cases = ", ".join(f"{{all: [{{enabled: {{ne: {{ref: cell.tp}}}}}}, "
+                      f"{{skip_reason: {{ne: a{i}}}}}]}}" for i in range(70))
+    text = RULE.format(fact="warmup", where="{any: [" + cases + "]}", reason="r",
+                       then="{derive: {fact: hit, set: {n: 1}}}")
+    text = text.replace("      - fact: warmup", "      - fact: cell\n      - fact: warmup")
+    found = diagnostics(tmp_path, text)
+    assert [d.code for d in found] == ["rule_unsupported_error"]
+    assert "more than 64" in found[0].message

@@ -333,16 +333,48 @@ def lower_to_durable(state: CompileState) -> None:
             state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
                         rule.pointer, rule.id)
     kinds = sorted(state.fact_types) + [NEG_OK]
-    for ruleset in rulesets:
+    for k, ruleset in enumerate(rulesets, start=1):
         ruleset.update(sink_rules(kinds))
+        if len(ruleset) > MAX_ENGINE_RULES:
+            state.error(codes.RULE_UNSUPPORTED, f"stratum {k} needs {len(ruleset)} engine rules; "
+                        f"the engine takes at most {MAX_ENGINE_RULES}", policy.header_loc)
     state.rulesets = rulesets
+
+
+MAX_ENGINE_RULES = 4000
+"""durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
+MAX_CONSTANTS_PER_FIELD = 500
+"""durable-rules hangs with more than 511 distinct constants tested on one field."""
+
+
+def check_engine_limits(state: CompileState) -> None:
+    """Reject policies the engine would hang on: too many distinct constants per field."""
+    policy = state.policy
+    assert policy is not None
+    seen: dict[tuple[str, str], set[str]] = {}
+    first: dict[tuple[str, str], tuple[Rule, Any]] = {}
+    for rule in policy.rules:
+        for pattern in rule.patterns:
+            for atom in atoms(pattern.where):
+                if atom.op in ("eq", "in") and not isinstance(atom.operand, Ref):
+                    values = atom.operand if atom.op == "in" else [atom.operand]
+                    key = (pattern.fact, atom.field)
+                    seen.setdefault(key, set()).update(repr(v) for v in values)
+                    first.setdefault(key, (rule, atom))
+    for key, values in sorted(seen.items()):
+        if len(values) > MAX_CONSTANTS_PER_FIELD:
+            rule, atom = first[key]
+            state.error(codes.RULE_UNSUPPORTED, f"{key[0]}.{key[1]} is compared with "
+                        f"{len(values)} distinct values; the engine takes at most "
+                        f"{MAX_CONSTANTS_PER_FIELD}", atom.loc, atom.pointer, rule.id)
 
 
 Pass = Callable[[CompileState], None]
 CHECK_PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
     ("build_model", build_model), ("resolve_names", resolve_names),
-    ("check_types", check_types), ("stratify", stratify))
+    ("check_types", check_types), ("check_engine_limits", check_engine_limits),
+    ("stratify", stratify))
 PASSES: tuple[tuple[str, Pass], ...] = CHECK_PASSES + (("lower_to_durable", lower_to_durable),)
 GATES = {"build_model", "resolve_names", "lower_to_durable"}
 """Passes that need every earlier pass clean (they would trip over broken input)."""
