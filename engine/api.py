@@ -5,8 +5,8 @@ The library never prints and never exits; the CLI is a thin layer over these fun
     >>> from kvrules import api
     >>> policy = api.load_policy()                      # the shipped default policy
     >>> report = api.classify(["examples/dense-native-skip-format"], policy)
-    >>> report.cells[0].points[0].kv_seed_regime
-    'skip:dense_model_content_insensitive'
+    >>> [p.eligible for p in report.cells[0].points]
+    [True, True]
 """
 from __future__ import annotations
 

@@ -11,12 +11,12 @@ a rule of a lower one, so every replayed outcome is one the engine could have se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.policy.evaluate import eval_expr
-from kvrules.policy.model import Pattern, Rule
+from kvrules.policy.evaluate import atoms, eval_expr, first_failure
+from kvrules.policy.model import Atom, Pattern, Rule
 from kvrules.runtime.classes import point_classes
 from kvrules.runtime.events import Evaluation
 from kvrules.runtime.session import evaluate
@@ -114,3 +114,62 @@ def candidates(traced: Traced, pattern: Pattern, stratum: int) -> list[SessionFa
     """Facts of the pattern's type visible to a rule of ``stratum``."""
     limit = stratum - 1 if pattern.negated else stratum
     return [f for f in traced.facts.get(pattern.fact, []) if f.stratum <= limit]
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a rule cannot fire: the first pattern (in order) that no join prefix gets past.
+
+    ``no_fact``: no fact of the pattern's type is visible; ``failed``: the closest candidate
+    fails ``atom`` (the first failing condition under the reference semantics); ``blocked``:
+    a ``none`` pattern is matched by ``fact``.
+    """
+
+    pattern: Pattern
+    kind: Literal["no_fact", "failed", "blocked"]
+    fact: SessionFact | None = None
+    atom: Atom | None = None
+    env: Env = field(default_factory=dict)
+    candidates: int = 0
+
+
+Only = Callable[[Pattern, SessionFact], bool]
+
+
+def _matches(pattern: Pattern, fact: SessionFact, env: Env) -> bool:
+    here = {**env, pattern.alias: fact.fields}
+    return pattern.where is None or eval_expr(pattern.where, fact.fields, here)
+
+
+def why_not(traced: Traced, rule: Rule, only: Only = lambda p, f: True) -> Blocker | None:
+    """The first pattern that stops ``rule`` (None when it can fire on these facts)."""
+    stratum = traced.cp.strata.get(rule.id, 1)
+    envs: list[Env] = [{}]
+    for pattern in rule.patterns:
+        cands = [f for f in candidates(traced, pattern, stratum) if only(pattern, f)]
+        if pattern.negated:
+            hits = [next((f for f in cands if _matches(pattern, f, e)), None) for e in envs]
+            if all(h is not None for h in hits):
+                return Blocker(pattern, "blocked", hits[0], None, envs[0], len(cands))
+            envs = [e for e, h in zip(envs, hits) if h is None]
+            continue
+        nxt = [{**e, pattern.alias: f.fields} for e in envs for f in cands
+               if _matches(pattern, f, e)]
+        if not nxt:
+            return _failure(pattern, cands, envs[0])
+        envs = nxt[:WALK_LIMIT]
+    return None
+
+
+def _failure(pattern: Pattern, cands: list[SessionFact], env: Env) -> Blocker:
+    """The candidate that gets furthest through the conditions, and where it fails."""
+    if not cands:
+        return Blocker(pattern, "no_fact", None, None, env, 0)
+    order = {id(a): i for i, a in enumerate(atoms(pattern.where))}
+
+    def failing(f: SessionFact) -> Atom | None:
+        assert pattern.where is not None
+        return first_failure(pattern.where, f.fields, {**env, pattern.alias: f.fields})
+    best = max(cands, key=lambda f: order.get(id(failing(f)), -1))
+    here = {**env, pattern.alias: best.fields}
+    return Blocker(pattern, "failed", best, failing(best), here, len(cands))

@@ -14,7 +14,7 @@ import typer
 
 from kvrules.cli import classify
 from kvrules.cli import aggregate, publish, readiness, verify
-from kvrules.cli import rules
+from kvrules.cli import diff, explain, rules
 from kvrules.verdicts.model import KVRULES_VERSION
 
 app = typer.Typer(
@@ -26,7 +26,7 @@ app = typer.Typer(
 COMMANDS: tuple[ModuleType, ...] = (
     classify,
     readiness, aggregate, publish, verify,
-    # explain, diff: add their modules here.
+    explain, diff,
 )
 """Modules whose ``register(app)`` adds one top-level command each."""
 
