@@ -134,3 +134,12 @@ def _touch(path: Path) -> Path:
 def _mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_a_folder_of_campaigns_stands_for_each_campaign_in_name_order() -> None:
+    from helpers import EXAMPLES
+    refs = discover([str(EXAMPLES)])
+    campaigns = [r.campaign for r in refs]
+    expected = [f"{EXAMPLES}/{p.name}" for p in sorted(EXAMPLES.iterdir()) if p.is_dir()]
+    assert sorted(set(campaigns)) == expected
+    assert campaigns == sorted(campaigns)

@@ -36,21 +36,30 @@ def discover(paths: Sequence[str], plan: str | None = None) -> list[CellRef]:
     A campaign folder holds ``collection-plan.json`` and/or ``cells/``; its cells are the
     folders under ``cells/`` plus the plan's cells that have no folder yet (they are then
     reported as having no rank artifacts instead of silently disappearing). A single cell
-    folder holds ``raw/`` and uses ``plan`` (``--plan FILE``) when given.
+    folder holds ``raw/`` and uses ``plan`` (``--plan FILE``) when given. A folder of
+    campaigns stands for each campaign directly inside it, in name order.
     """
     plan_path = _explicit_plan(plan)
     refs: list[CellRef] = []
     for given in paths:
         root = _existing_dir(given)
-        if (root / PLAN_NAME).exists() or (root / CELLS_DIR).is_dir():
+        if _is_campaign(root):
             refs.extend(_campaign_cells(given, root, plan_path))
         elif (root / RAW_DIR).is_dir():
             refs.append(CellRef(given, root, root.name, root, plan_path))
+        elif campaigns := sorted(c for c in root.iterdir() if c.is_dir() and _is_campaign(c)):
+            for child in campaigns:  # a folder of campaigns, e.g. ``examples/``
+                label = f"{given.rstrip('/')}/{child.name}"
+                refs.extend(_campaign_cells(label, child.resolve(), plan_path))
         else:
             raise KvrulesUsageError(
-                f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/) "
-                f"nor a cell folder (with {RAW_DIR}/)")
+                f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/), "
+                f"a cell folder (with {RAW_DIR}/) nor a folder of campaigns")
     return refs
+
+
+def _is_campaign(folder: Path) -> bool:
+    return (folder / PLAN_NAME).exists() or (folder / CELLS_DIR).is_dir()
 
 
 def _explicit_plan(plan: str | None) -> Path | None:
