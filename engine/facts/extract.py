@@ -200,8 +200,8 @@ def _model_section_facts(ev: CellEvidence) -> Iterable[Fact]:
     payload = _obj(_obj(_obj(ev.plan.data, "capability"), "model_config"), "payload")
     if payload is None:
         return
-    base = ("capability", "model_config", "payload")
-    sections = [("payload", payload, base)]
+    base: tuple[str, ...] = ("capability", "model_config", "payload")
+    sections: list[tuple[str, Any, tuple[str, ...]]] = [("payload", payload, base)]
     for name in ("text_config", "llm_config"):
         if isinstance(payload.get(name), dict):
             sections.append((name, payload[name], base + (name,)))

@@ -385,6 +385,8 @@ def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dic
     if source is None:
         root: Traversable = rules_dir()
         label = "rules"
+    elif not isinstance(source, (str, Path)):
+        root, label = source, source.name
     else:
         path = Path(source)
         if not path.is_dir():
