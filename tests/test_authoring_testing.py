@@ -37,7 +37,8 @@ def test_the_shipped_cases_ship_pass_and_fire_every_rule() -> None:
     assert failed == []
     assert run.coverage.rules_not_fired == ()
     assert run.coverage.rule_percent == 100.0
-    assert run.exit_code(min_rules=100) == 0
+    assert run.coverage.condition_percent >= 75.0
+    assert run.exit_code(min_rules=100, min_conditions=75) == 0
 
 
 def test_one_case_covers_two_of_three_rules_and_no_condition() -> None:
@@ -147,7 +148,7 @@ def test_compact_facts_merge_and_fill_what_the_extractor_computes() -> None:
 def test_cli_exit_codes_and_json(runner: CliRunner) -> None:
     ok = runner.invoke(app, ["rules", "test", "--min-coverage", "100"])
     assert ok.exit_code == 0
-    assert ok.stdout.splitlines()[:2] == ["68 cases: 68 passed, 0 failed, 0 skipped",
+    assert ok.stdout.splitlines()[:2] == ["96 cases: 96 passed, 0 failed, 0 skipped",
                                           "rule coverage: 66/66 rules fired (100.0%)"]
     low = runner.invoke(app, ["rules", "test", CLEAN, "--tests", str(CASES / "coverage_one.yaml"),
                               "--min-coverage", "80", "-f", "json"])
