@@ -204,3 +204,13 @@ def test_check_result_counts() -> None:
     diag = EXPECTED["rule_unused_derived_fact"][0]
     result = CheckResult("p", ("a",), 1, (diag,))
     assert (result.errors, result.warnings, result.exit_code) == (0, 1, 0)
+
+
+def test_every_check_is_documented_in_its_docstring_and_the_readme() -> None:
+    readme = (POLICIES.parents[2] / "README.md").read_text(encoding="utf-8")
+    for cid, check in CHECKS.items():
+        doc = check.issue.__doc__ or ""
+        assert "Fails" in doc and "Passes" in doc, cid
+        row = f"| `{cid}` | `{check.issue.code}` | {check.issue.severity} | " \
+              f"{check.issue.description} |"
+        assert row in readme, cid

@@ -43,13 +43,15 @@ CHECK_HELP = (
     "2 unusable input (no such directory, no rule files, unknown check id).\n\n"
     f"Check ids (for --disable): {', '.join(CHECKS)}.")
 CHECK_EPILOG = (
-    "Example: a rule file my-policy/extra.yaml next to a policy header, with\n\n"
-    "rules: [{id: x, description: d, reason: r, then: {qualify: {group: g}},\n\n"
-    "when: [{fact: point, where: {total_kv_read_tokens: {lt: 1}, "
-    "all: [{total_kv_read_tokens: {gt: 5}}]}}]}]\n\n"
-    "kvrules rules check my-policy/   →   my-policy/extra.yaml:1:...: "
-    "rule_contradictory_conditions: point: total_kv_read_tokens lt 1 and "
-    "total_kv_read_tokens gt 5 can never hold together, so the rule can never fire")
+    "Example: my-policy/ holds the shipped policy.yaml and an extra.yaml of one line:\n\n"
+    "rules: [{id: empty_range, description: d, reason: r, then: {fail: {group: "
+    "dense_synthetic_kv, condition: D9, reason: r}}, when: [{fact: point, where: "
+    "{total_kv_read_tokens: {lt: 1}, all: [{total_kv_read_tokens: {gt: 5}}]}}]}]\n\n"
+    "kvrules rules check my-policy/ reports (among warnings for derived facts no rule "
+    "reads)\n\n"
+    "my-policy/extra.yaml:1:212: rule_contradictory_conditions: point: total_kv_read_tokens "
+    "lt 1 and total_kv_read_tokens gt 5 can never hold together, so the rule can never fire "
+    "(rule: empty_range)")
 
 
 @app.command("check", help=CHECK_HELP, epilog=CHECK_EPILOG)
