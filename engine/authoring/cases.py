@@ -34,6 +34,8 @@ from kvrules.resources import load_schema, rules_dir
 ABSENT = "<absent>"
 """The value that removes a field or a fact in compact facts."""
 TESTS_DIR = "tests"
+RULE_TEST_ERROR = "rule_test_error"
+"""A policy test file is not YAML, breaks its schema, or gives facts outside the catalogue."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def load_cases(files: list[tuple[str, str, Path | None]]) -> list[Case]:
 def _problem(label: str, positions: Positions, pointer: str, message: str) -> Diagnostic:
     line, column = position_of(positions, pointer)
     return Diagnostic(file=label, line=line, column=column, message=message,
-                      code="rule_test_error", pointer=pointer)
+                      code=RULE_TEST_ERROR, pointer=pointer)
 
 
 def _load_file(label: str, text: str, folder: Path | None,
@@ -106,7 +108,7 @@ def _load_file(label: str, text: str, folder: Path | None,
     try:
         data, positions = load_with_positions(text)
     except YamlSyntaxError as exc:
-        problems.append(Diagnostic(label, exc.line, exc.column, str(exc), "rule_test_error"))
+        problems.append(Diagnostic(label, exc.line, exc.column, str(exc), RULE_TEST_ERROR))
         return []
     errors = sorted(_validator().iter_errors(data),
                     key=lambda e: ([str(p) for p in e.absolute_path], e.message))

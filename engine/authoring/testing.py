@@ -12,7 +12,7 @@ from typing import Any, Iterator, Literal
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
-from kvrules.authoring.cases import Case, find_test_files, load_cases
+from kvrules.authoring.cases import RULE_TEST_ERROR, Case, find_test_files, load_cases
 from kvrules.authoring.coverage import Coverage, CoverageReport
 from kvrules.authoring.joins import Traced, trace_cell
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
@@ -111,7 +111,7 @@ def check_wants(cp: CompiledPolicy, cases: list[Case]) -> None:
         unknown += [f"params.{k}" for k in case.params if k not in cp.policy.parameters]
         if unknown:
             problems.append(Diagnostic(case.file, case.line, 1, f"case '{case.note}': unknown "
-                                       f"{', '.join(unknown)}", "rule_test_error"))
+                                       f"{', '.join(unknown)}", RULE_TEST_ERROR))
     if problems:
         raise KvrulesUsageError("invalid policy test files", problems)
 
