@@ -19,4 +19,6 @@ def test_readme_table_example_is_the_real_output():
     assert args[0] == "kvrules"
     result = subprocess.run([sys.executable, "-m", "kvrules", *args[1:]], cwd=ROOT,
                             capture_output=True, text=True, env={"COLUMNS": "200", "PATH": ""})
-    assert (result.returncode, result.stdout) == (0, expected)
+    digest = re.compile(r"sha256:[0-9a-f]+")  # changes with every policy edit; not the point
+    assert (result.returncode, digest.sub("sha256:…", result.stdout)) == (
+        0, digest.sub("sha256:…", expected))
