@@ -7,6 +7,7 @@ and exit with the code the library computed. A :class:`KvrulesUsageError` anywhe
 """
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 import tempfile
@@ -46,12 +47,44 @@ def usage_errors(max_errors: int = 0) -> Iterator[None]:
                                                    limit=max_errors)) from None
 
 
+ESCAPE_ERRORS = "kvrules-escape"
+"""Codec error handler: a character the output encoding cannot hold (a lone surrogate copied
+from evidence, or non-ASCII under ``PYTHONIOENCODING=ascii``) is written as ``\\uXXXX``,
+which is the same character in a JSON string and readable text in a table."""
+
+
+def _escape(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = []
+    for ch in exc.object[exc.start:exc.end]:
+        code = ord(ch)
+        if code > 0xFFFF:  # a surrogate pair, as JSON writes it
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{code:04x}")
+    return "".join(out), exc.end
+
+
+codecs.register_error(ESCAPE_ERRORS, _escape)
+
+
+def _escaping_stdout() -> TextIO:
+    """stdout that never raises on an unencodable character (see :data:`ESCAPE_ERRORS`)."""
+    stream = sys.stdout
+    if hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors=ESCAPE_ERRORS)
+    return stream
+
+
 def _atomic_file(path: Path) -> tuple[TextIO, Path]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
-    return cast(TextIO, os.fdopen(fd, "w", encoding="utf-8", newline="\n")), Path(tmp)
+    return cast(TextIO, os.fdopen(fd, "w", encoding="utf-8", errors=ESCAPE_ERRORS,
+                                    newline="\n")), Path(tmp)
 
 
 def check_output(output: Path | None) -> None:
@@ -68,8 +101,9 @@ def check_output(output: Path | None) -> None:
 def _output(output: Path | None) -> Iterator[TextIO]:
     """stdout, or ``output`` written atomically: a temporary file renamed on success only."""
     if output is None:
-        yield sys.stdout
-        sys.stdout.flush()
+        stream = _escaping_stdout()
+        yield stream
+        stream.flush()
         return
     check_output(output)
     try:
