@@ -34,6 +34,7 @@ def test_the_shipped_regime_steps() -> None:
         ("regime.step1_prefill_no_kv", 1, "n/a", "point"),
         ("regime.step1_prefill", 1, "n/a", "point"),
         ("regime.step2_legacy", 2, "legacy", "point"),
+        ("regime.step2_legacy_without_plan", 2, "fake_fallback", "point"),
         ("regime.step3_moe_tp_skip", 3, "skip:moe_tp_balanced_by_construction", "point"),
         ("regime.step4_real_kv", 4, "real_kv", "point"),
         ("regime.step4_real_kv_random_kda", 4, "real_attention_kv_random_kda", "point"),

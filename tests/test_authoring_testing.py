@@ -148,8 +148,8 @@ def test_compact_facts_merge_and_fill_what_the_extractor_computes() -> None:
 def test_cli_exit_codes_and_json(runner: CliRunner) -> None:
     ok = runner.invoke(app, ["rules", "test", "--min-coverage", "100"])
     assert ok.exit_code == 0
-    assert ok.stdout.splitlines()[:2] == ["96 cases: 96 passed, 0 failed, 0 skipped",
-                                          "rule coverage: 66/66 rules fired (100.0%)"]
+    assert ok.stdout.splitlines()[:2] == ["98 cases: 98 passed, 0 failed, 0 skipped",
+                                          "rule coverage: 68/68 rules fired (100.0%)"]
     low = runner.invoke(app, ["rules", "test", CLEAN, "--tests", str(CASES / "coverage_one.yaml"),
                               "--min-coverage", "80", "-f", "json"])
     doc = json.loads(low.stdout)

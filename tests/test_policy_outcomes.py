@@ -225,21 +225,73 @@ def test_missing_provenance_fails_d8(tmp_path, fmt):
 
 # --- mounted checkpoint (D6 launch evidence) -----------------------------------------------
 
+def _planner_digest(resolved):
+    """The digest the real planners freeze (spec 2.4), written out independently of kvrules."""
+    import hashlib
+    import json
+    text = json.dumps(resolved, sort_keys=True, separators=(",", ":"))  # ensure_ascii=True
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+MOUNT = {"k8s_model_path_in_pvc": "checkpoint", "k8s_pvc_mount_path": "/models"}
+RESOLVED_ENV = [{"name": "DYN_BENCH_KV_WARMUP", "value": "on"},
+                {"name": "DYN_BENCH_PREFILL_REAL_SEED", "value": "on"}]
+
+
 def _mounted(tmp_path, fmt, run_model="/models/checkpoint", request="/models/checkpoint",
-             digest_ok=True):
-    from kvrules.facts.extract import canonical_digest
-    overrides = {"K8sConfig": {"k8s_model_path_in_pvc": "checkpoint",
-                               "k8s_pvc_mount_path": "/models"}}
+             digest_ok=True, overrides=None, resolved=None):
+    import json
+    overrides = overrides if overrides is not None else {"K8sConfig": dict(MOUNT)}
+    resolved = resolved if resolved is not None else {"K8sConfig": {**MOUNT,
+                                                                    "extra_env": RESOLVED_ENV}}
     campaign = variant(tmp_path, fmt, [("bench", "/engine/model/model", "/models/checkpoint")])
     paths = files(campaign)
-    (campaign / "generator-overrides.json").write_text(__import__("json").dumps(overrides))
+    (campaign / "generator-overrides.json").write_text(json.dumps(overrides))
     set_at(paths["plan"], "/generator_config_sha256",
-           canonical_digest(overrides) if digest_ok else "0" * 64)
+           _planner_digest(resolved) if digest_ok else "0" * 64)
     (paths["cell"] / "generator-request.json").write_text(
-        __import__("json").dumps({"ServiceConfig": {"model_path": request}}))
+        json.dumps({"ServiceConfig": {"model_path": request}}))
     (paths["cell"] / "run.sh").write_text(
         f"#!/bin/sh\nengine_command=(python3 -m dynamo.vllm --model {run_model} --tp 1)\n")
     return classify(campaign)
+
+
+@BOTH
+def test_mounted_checkpoint_digest_is_of_the_resolved_overrides(tmp_path, fmt):
+    """The archive holds the overrides as written; the plan froze the resolved form."""
+    archived = {"K8sConfig": {**MOUNT, "extra_env": [{"name": "HF_HOME", "value": "/café"}]}}
+    resolved = {"K8sConfig": {**MOUNT, "extra_env": [{"name": "HF_HOME", "value": "/café"},
+                                                     *RESOLVED_ENV]}}
+    cell = _mounted(tmp_path, fmt, overrides=archived, resolved=resolved)
+    assert (failed(cell), regimes(cell)) == ([], [DENSE, DENSE])
+
+
+@BOTH
+def test_mounted_checkpoint_archived_in_resolved_form_gives_the_same_digest(tmp_path, fmt):
+    resolved = {"K8sConfig": {**MOUNT, "extra_env": RESOLVED_ENV}}
+    cell = _mounted(tmp_path, fmt, overrides=resolved, resolved=resolved)
+    assert (failed(cell), regimes(cell)) == ([], [DENSE, DENSE])
+
+
+@BOTH
+def test_a_declared_switch_keeps_its_value(tmp_path, fmt):
+    env = [{"name": "DYN_BENCH_KV_WARMUP", "value": "OFF"}]
+    resolved = {"K8sConfig": {**MOUNT, "extra_env": env + RESOLVED_ENV[1:]}}
+    cell = _mounted(tmp_path, fmt, overrides={"K8sConfig": {**MOUNT, "extra_env": env}},
+                    resolved=resolved)
+    assert (failed(cell), regimes(cell)) == ([], [DENSE, DENSE])
+
+
+@BOTH
+@pytest.mark.parametrize("env", [[{"name": "DYN_BENCH_KV_WARMUP", "value": "maybe"}],
+                                 [{"name": "DYN_BENCH_PREFILL_REAL_SEED", "value": 1}],
+                                 [{"value": "on"}], "not a list"])
+def test_unresolvable_overrides_prove_nothing(tmp_path, fmt, env):
+    overrides = {"K8sConfig": {**MOUNT, "extra_env": env}}
+    cell = _mounted(tmp_path, fmt, overrides=overrides, resolved=overrides)
+    assert "D6" in failed(cell)
+    assert any("generator-overrides.json proves nothing" in c.reason
+               for c in cell.qualifications["dense_synthetic_kv"].failed)
 
 
 @BOTH

@@ -6,12 +6,13 @@ a producer format (``skip:<reason>``, ``run.sh``). Absent evidence is an absent 
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shlex
 from typing import Any, Iterable
 
-from kvrules.artifacts.model import CellEvidence, Document
+from kvrules.artifacts.model import CellEvidence, Document, NonFiniteNumber
 from kvrules.facts.jsontypes import ABSENT, json_type, pointer, type_of_key
 from kvrules.facts.model import CellFacts, Fact, PointRow
 
@@ -40,10 +41,66 @@ def _obj(obj: Any, key: str) -> Any:
     return value if isinstance(value, dict) else None
 
 
+def _token(value: Any) -> str:
+    """JSON text of a value json cannot write (a NaN/Infinity marker): its token, as read."""
+    if isinstance(value, NonFiniteNumber):
+        return value.token
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def _json_text(obj: Any, ensure_ascii: bool) -> str:
+    """Canonical JSON text that never raises on what a decoder can return."""
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=ensure_ascii, default=_token)
+    except (TypeError, ValueError, RecursionError):
+        return json.dumps(repr(obj), ensure_ascii=ensure_ascii)
+
+
 def canonical_digest(obj: Any) -> str:
-    """SHA-256 of the canonical JSON encoding the producers use for generator configs."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """SHA-256 of the canonical JSON the planners freeze (spec 2.4: sorted keys, compact,
+    ASCII escapes, UTF-8); lone surrogates are kept as their escapes."""
+    return hashlib.sha256(_json_text(obj, True).encode("utf-8")).hexdigest()
+
+
+WARMUP_SWITCHES = ("DYN_BENCH_KV_WARMUP", "DYN_BENCH_PREFILL_REAL_SEED")
+"""The switches the planners resolve into ``K8sConfig.extra_env`` before freezing the digest."""
+SWITCH_VALUES = ("on", "1", "true", "off", "0", "false")
+
+
+def resolve_overrides(data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The overrides as the planner resolved them (spec 2.4), on a copy, or why they cannot be.
+
+    This is the documented normalisation the plan digest is taken over, not a judgment:
+    the rules decide what an unresolvable file means (D6).
+    """
+    resolved = copy.deepcopy(data)
+    k8s = resolved.get("K8sConfig")
+    if k8s is None:
+        k8s = resolved["K8sConfig"] = {}
+    if not isinstance(k8s, dict):
+        return None, "K8sConfig is not an object"
+    env = k8s.get("extra_env")
+    if env is None:
+        env = k8s["extra_env"] = []
+    if not isinstance(env, list):
+        return None, "K8sConfig.extra_env is not a list"
+    names = set()
+    for i, item in enumerate(env):
+        if not isinstance(item, dict) or "name" not in item:
+            return None, f"K8sConfig.extra_env[{i}] has no name"
+        if isinstance(item["name"], str):
+            names.add(item["name"])
+        if item["name"] in WARMUP_SWITCHES:
+            value = item.get("value")
+            if not isinstance(value, str) or value.lower() not in SWITCH_VALUES:
+                return None, (f"K8sConfig.extra_env[{i}] {item['name']} value "
+                              f"{_json_text(value, False)[:60]} is not one of "
+                              f"{'/'.join(SWITCH_VALUES)}")
+    for name in WARMUP_SWITCHES:
+        if name not in names:
+            env.append({"name": name, "value": "on"})
+    return resolved, ""
 
 
 def extract_cell(ev: CellEvidence) -> CellFacts:
@@ -59,8 +116,24 @@ def extract_cell(ev: CellEvidence) -> CellFacts:
     if ev.provenance:
         facts.append(_provenance_fact(ev.provenance[0]))
     facts.append(_launch_fact(ev))
+    points, peers = _point_rows(ev.ranks)
     return CellFacts(campaign=ev.campaign, cell_id=ev.cell_id, workload_kind=ev.workload_kind,
-                     facts=facts, points=_point_rows(ev.ranks), diagnostics=list(ev.diagnostics))
+                     facts=_unique_ids(facts), points=points, peer_points=peers,
+                     diagnostics=list(ev.diagnostics))
+
+
+def _unique_ids(facts: list[Fact]) -> list[Fact]:
+    """Fact ids unique within the cell whatever the evidence repeats (two files of one rank):
+    the engine rejects a repeated fact, and such a cell already has its structural error."""
+    seen: set[str] = set()
+    for fact in facts:
+        if fact.id in seen:
+            n = 2
+            while f"{fact.id}~{n}" in seen:
+                n += 1
+            fact.id = f"{fact.id}~{n}"
+        seen.add(fact.id)
+    return facts
 
 
 def _cell_fact(ev: CellEvidence) -> Fact:
@@ -89,9 +162,9 @@ def _warmup_view(data: dict[str, Any]) -> str:
         return "absent"
     k = data["kvwarm"]
     if not isinstance(k, dict):
-        return json.dumps(["present", k], sort_keys=True)
-    return json.dumps(["present", k.get("enabled", ABSENT), k.get("warm_eligible", ABSENT),
-                       k.get("skip_reason", ABSENT)], sort_keys=True)
+        return _json_text(["present", k], False)
+    return _json_text(["present", k.get("enabled", ABSENT), k.get("warm_eligible", ABSENT),
+                       k.get("skip_reason", ABSENT)], False)
 
 
 def _rank_of(doc: Document) -> int:
@@ -247,7 +320,11 @@ def _launch_fact(ev: CellEvidence) -> Fact:
     sources = {}
     if ev.generator_overrides is not None:
         data = ev.generator_overrides.data
-        fields["overrides_digest"] = canonical_digest(data)
+        resolved, problem = resolve_overrides(data)
+        if resolved is not None:
+            fields["overrides_digest"] = canonical_digest(resolved)
+        else:
+            fields["overrides_unresolvable"] = problem
         k8s = _obj(data, "K8sConfig")
         _copy(fields, "mount_path", k8s, "k8s_pvc_mount_path")
         _copy(fields, "path_in_pvc", k8s, "k8s_model_path_in_pvc")
@@ -276,22 +353,35 @@ def _view(result: dict[str, Any]) -> tuple[Any, ...]:
             p["total_kv_read_tokens"], result.get("kv_seed_regime", ABSENT))
 
 
-def _point_rows(ranks: list[Document]) -> list[PointRow]:
-    """One row per benchmark_id, fields from the lowest rank, views counted over ranks."""
-    if not ranks:
-        return []
-    first = ranks[0]
-    views = {r["point"]["benchmark_id"]: {_view(r)} for r in first.data["results"]}
-    for doc in ranks[1:]:
+def _point_rows(ranks: list[Document]) -> tuple[list[PointRow], list[PointRow]]:
+    """The report rows (one per benchmark_id, from the lowest rank holding it) and the
+    copies on every other rank, which the rules check as well (spec 3 is per point on every
+    rank). ``rank_views`` counts distinct views over all ranks, a rank lacking the point
+    being one more view."""
+    views: dict[Any, list[Any]] = {}
+    for r, doc in enumerate(ranks):
         for result in doc.data["results"]:
-            views.setdefault(result["point"]["benchmark_id"], set()).add(_view(result))
-    rows = [_point_row(first.relpath, i, result, len(views[result["point"]["benchmark_id"]]))
-            for i, result in enumerate(first.data["results"])]
-    rows.sort(key=lambda r: r.benchmark_id)
-    return rows
+            per_rank = views.setdefault(result["point"]["benchmark_id"], [ABSENT] * len(ranks))
+            if per_rank[r] is ABSENT:
+                per_rank[r] = _view(result)
+    rows: list[PointRow] = []
+    peers: list[PointRow] = []
+    taken: set[Any] = set()
+    for r, doc in enumerate(ranks):
+        for i, result in enumerate(doc.data["results"]):
+            bid = result["point"]["benchmark_id"]
+            count = len(set(views[bid]))
+            if bid in taken:
+                peers.append(_point_row(doc.relpath, i, result, count, f"p{bid}@{r}.{i}"))
+            else:
+                taken.add(bid)
+                rows.append(_point_row(doc.relpath, i, result, count, f"p{bid}"))
+    rows.sort(key=lambda row: row.benchmark_id)
+    return rows, peers
 
 
-def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int) -> PointRow:
+def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int,
+               fact_id: str) -> PointRow:
     p = result["point"]
     bid = p["benchmark_id"]
     fields: dict[str, Any] = {
@@ -304,6 +394,6 @@ def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int
         fields["native_regime"] = native
         if native.__class__ is str and native.startswith("skip:"):
             fields["native_skip_reason"] = native[5:]
-    fact = Fact("point", f"p{bid}", fields, base=(relpath, f"/results/{index}"),
+    fact = Fact("point", fact_id, fields, base=(relpath, f"/results/{index}"),
                 paths=POINT_PATHS)
     return PointRow(fact)

@@ -64,3 +64,5 @@ class CellFacts:
     facts: list[Fact]
     points: list[PointRow]
     diagnostics: list[Any] = field(default_factory=list)
+    peer_points: list[PointRow] = field(default_factory=list)
+    """The same benchmark_ids on the other ranks: checked by the rules, not reported."""

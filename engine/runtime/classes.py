@@ -38,23 +38,27 @@ def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str], ...]) -> 
     return tuple(out)
 
 
-def point_classes(cp: CompiledPolicy, rows: list[PointRow]) -> tuple[list[Fact], dict[int, str]]:
-    """One representative fact per class and the class id of every benchmark_id.
+def point_classes(cp: CompiledPolicy, rows: list[PointRow], peers: list[PointRow] = []
+                  ) -> tuple[list[Fact], dict[int, str]]:
+    """One representative fact per class and the class id of every reported benchmark_id.
 
-    Keys are computed once per distinct combination of the values the rules read.
+    ``peers`` (the points' copies on other ranks) join classes too, so the rules check them,
+    but decide no reported row. Keys are computed once per distinct combination of the
+    values the rules read.
     """
     reps: dict[tuple[Any, ...], Fact] = {}
     class_of: dict[int, str] = {}
     keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     kinds = cp.fact_types.get("point", {})
     names = tuple((n, kinds.get(n, "any")) for n in cp.point_read_fields)
-    for row in rows:
+    for n, row in enumerate(rows + peers):
         values = _read_values(row.fact.fields, names)
         key = keys.get(values)
         if key is None:
             key = keys[values] = point_key(cp, row.fact.fields)
         rep = reps.setdefault(key, row.fact)
-        class_of[row.benchmark_id] = rep.id
+        if n < len(rows):
+            class_of[row.benchmark_id] = rep.id
     return list(reps.values()), class_of
 
 

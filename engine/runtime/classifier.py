@@ -49,7 +49,7 @@ class Classifier:
 
     def classify_facts(self, cell: CellFacts) -> CellVerdict:
         """Verdict of a cell from already extracted facts."""
-        classes, class_of = point_classes(self.cp, cell.points)
+        classes, class_of = point_classes(self.cp, cell.points, cell.peer_points)
         facts = cell.facts + classes
         problems = catalogue_problems(self.cp, facts)
         if problems:  # rules would read what the catalogue does not promise: fail closed
