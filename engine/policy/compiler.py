@@ -294,25 +294,28 @@ def check_types(state: CompileState) -> None:
 
 
 SCALARS = (str, int, float, bool, type(None))
-LIST_OPERAND_OPS = ("in", "contains_any")
 
 
 def _operand_problem(atom: Any) -> str | None:
-    """The operand's shape fits what the engine can test: a scalar (or ref), or for
-    ``in`` / ``contains_any`` a list of scalars. The engine refuses anything else when
-    the ruleset is registered (error 102/202), with no location."""
+    """The operand has the shape the lowered engine condition needs. ``eq`` / ``in`` values
+    are encoded (any JSON value works), but comparisons pass their operand to the engine
+    as is (a list or mapping there is refused at registration, error 102/202, with no
+    location), ``in`` iterates a list and ``contains_any`` needs strings."""
     op, operand = atom.op, atom.operand
     if op in ("exists", "truthy", "is") or isinstance(operand, Ref):
         return None
-    if op in LIST_OPERAND_OPS:
+    if op == "in" and not isinstance(operand, list):
+        return f"in needs a list of values, not {json_type(operand)} {operand!r}"
+    if op == "contains_any":
         if not isinstance(operand, list):
-            return f"{op} needs a list of values, not {json_type(operand)} {operand!r}"
-        bad = [v for v in operand if not isinstance(v, SCALARS)]
+            return f"{op} needs a list of strings, not {json_type(operand)} {operand!r}"
+        bad = [v for v in operand if not isinstance(v, str)]
         if bad:
-            return f"{op} needs a list of plain values; {json_type(bad[0])} {bad[0]!r} is not one"
-        return None
-    if not isinstance(operand, SCALARS):
+            return f"contains needs strings; {json_type(bad[0])} {bad[0]!r} is not one"
+    if op in NUMBER_OPS and (isinstance(operand, bool) or not isinstance(operand, SCALARS)):
         return f"{op} needs a single value, not {json_type(operand)} {operand!r}"
+    if op == "starts_with" and not isinstance(operand, str):
+        return f"starts_with needs a string, not {json_type(operand)} {operand!r}"
     return None
 
 
