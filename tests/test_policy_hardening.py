@@ -56,7 +56,8 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 # name -> (file the diagnostic names, line or None, code, words of the message)
 CASES = {
     "rules-hang-billion-laughs": ("topology.yaml", 5, codes.RULE_LIMIT_ERROR, "aliases expand"),
-    "rules-traceback-deep-yaml-nesting": ("zz_deep.yaml", 1, codes.RULE_YAML_ERROR, "nesting"),
+    "rules-traceback-deep-yaml-nesting": ("zz_deep.yaml", 1, codes.RULE_LIMIT_ERROR,
+                                          "nesting deeper than 64"),
     "rules-traceback-engine-refuses-inf-literal": ("cache_kinds.yaml", 39,
                                                    codes.RULE_VALUE_ERROR, "not a finite"),
     "rules-traceback-engine-refuses-list-operand": ("stamps.yaml", 48, codes.RULE_TYPE_ERROR,

@@ -179,6 +179,9 @@ def load_with_positions(text: str) -> tuple[Any, Positions]:
         problem = exc.problem or str(exc)
         if exc.context and exc.problem:
             problem = f"{exc.problem} ({exc.context})"
+        if "maximum nesting depth" in problem:  # libyaml's own limit, met while scanning ahead
+            raise YamlSyntaxError(f"nesting deeper than {MAX_DEPTH} levels", line, col,
+                                  codes.RULE_LIMIT_ERROR) from None
         raise YamlSyntaxError(problem, line, col) from None
     except yaml.reader.ReaderError as exc:
         line, col = _line_col(text, exc.position)
