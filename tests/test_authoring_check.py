@@ -28,7 +28,16 @@ def _d(fixture: str, file: str, line: int, column: int, code: str, rule: str | N
 EXPECTED: dict[str, list[Diagnostic]] = {
     "rule_yaml_error": [_d(
         "rule_yaml_error", "rules.yaml", 30, 1, codes.RULE_YAML_ERROR, None, "",
-        "expected ',' or ']', but got '<stream end>'")],
+        "did not find expected ',' or ']' (while parsing a flow sequence)")],
+    "rule_encoding_error": [_d(
+        "rule_encoding_error", "zz_control.yaml", 2, 30, codes.RULE_ENCODING_ERROR, None, "",
+        "character U+0001 is not allowed in a rule file")],
+    "rule_limit_error": [_d(
+        "rule_limit_error", "zz_deep.yaml", 2, 70, codes.RULE_LIMIT_ERROR, None, "",
+        "nesting deeper than 64 levels")],
+    "rule_value_error": [_d(
+        "rule_value_error", "zz_inf.yaml", 3, 11, codes.RULE_VALUE_ERROR, None, "",
+        "'.inf' is not a finite number; the rule engine cannot represent it")],
     "rule_schema_error": [
         _d("rule_schema_error", "rules.yaml", 28, 5, codes.RULE_SCHEMA_ERROR, "step3_schema",
            "/rules/3", "/rules/3: 'reason' is a required property"),
@@ -164,7 +173,8 @@ def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Pa
 def test_lint_passes_are_inserted_after_stratify() -> None:
     names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
     assert names == ["load_yaml", "validate_schema", "build_model", "resolve_names",
-                     "check_types", "check_engine_limits", "stratify", "x"]
+                     "check_types", "check_engine_limits", "stratify", "x",
+                     "lower_to_durable"]
     with pytest.raises(ValueError):
         insert_after(CHECK_PASSES, "nope", ())
 

@@ -26,7 +26,8 @@ from kvrules.policy.lower import NEG_OK, lower_probes, lower_rule, sink_rules
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
                                   Rule)
 from kvrules.policy.parse import Located, parse_header, parse_rule
-from kvrules.policy.yamlpos import YamlSyntaxError, load_with_positions, position_of
+from kvrules.policy.yamlpos import (YamlSyntaxError, decode_rule_file, load_with_positions,
+                                    position_of)
 from kvrules.resources import load_schema, rules_dir
 
 TEMPLATE_FIELDS = ("message", "reason")
@@ -44,6 +45,7 @@ class CompileState:
     strata: dict[str, int] = field(default_factory=dict)
     rulesets: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    read_errors: dict[str, YamlSyntaxError] = field(default_factory=dict)
 
     def error(self, code: str, message: str, loc: Loc, pointer: str = "",
               rule: str | None = None, severity: str = "error") -> None:
@@ -60,9 +62,26 @@ def load_yaml(state: CompileState) -> None:
     """Parse every file, keeping positions; a syntax error names its line and column."""
     for name, text in sorted(state.files.items()):
         try:
+            if name in state.read_errors:
+                raise state.read_errors[name]
             state.docs[name] = load_with_positions(text)
         except YamlSyntaxError as exc:
-            state.error(codes.RULE_YAML_ERROR, str(exc), (name, exc.line, exc.column))
+            state.error(exc.code, str(exc), (name, exc.line, exc.column))
+    _check_rule_count(state)
+
+
+def _check_rule_count(state: CompileState) -> None:
+    """Refuse a policy with more than MAX_POLICY_RULES rules before any costly pass."""
+    counted = [(name, len(doc["rules"])) for name, (doc, _) in sorted(state.docs.items())
+               if isinstance(doc, dict) and isinstance(doc.get("rules"), list)]
+    total = sum(n for _, n in counted)
+    if total <= MAX_POLICY_RULES:
+        return
+    name, _ = max(counted, key=lambda c: c[1])
+    line, col = position_of(state.docs[name][1], "/rules")
+    state.error(codes.RULE_LIMIT_ERROR, f"the policy has {total} rules; kvrules takes at most "
+                f"{MAX_POLICY_RULES} (the engine takes at most {MAX_ENGINE_RULES} per ruleset, "
+                "probes and sinks included)", (name, line, col), "/rules")
 
 
 @lru_cache(maxsize=1)
@@ -76,6 +95,8 @@ def _json_pointer(path: Any) -> str:
 
 def validate_schema(state: CompileState) -> None:
     """Check each file against schemas/rules.schema.json before anything is compiled."""
+    if any(d.code == codes.RULE_LIMIT_ERROR for d in state.diagnostics):
+        return  # a policy over a size limit is not worth validating (and may be slow to)
     for name, (data, positions) in sorted(state.docs.items()):
         if data is None:
             continue
@@ -256,6 +277,10 @@ def check_types(state: CompileState) -> None:
         for pattern in rule.patterns:
             fields = state.fact_types.get(pattern.fact, {})
             for atom in atoms(pattern.where):
+                shape = _operand_problem(atom)
+                if shape:
+                    state.error(codes.RULE_TYPE_ERROR, shape, atom.loc, atom.pointer, rule.id)
+                    continue
                 kind = fields.get(atom.field)
                 if kind is not None:
                     problem = _type_problem(kind, atom)
@@ -266,6 +291,32 @@ def check_types(state: CompileState) -> None:
                         isinstance(atom.operand, Ref) and atom.op in NUMBER_OPS)):
                     state.error(codes.RULE_UNSUPPORTED, f"'{atom.describe()}' cannot be "
                                 "negated", atom.loc, atom.pointer, rule.id)
+
+
+SCALARS = (str, int, float, bool, type(None))
+
+
+def _operand_problem(atom: Any) -> str | None:
+    """The operand has the shape the lowered engine condition needs. ``eq`` / ``in`` values
+    are encoded (any JSON value works), but comparisons pass their operand to the engine
+    as is (a list or mapping there is refused at registration, error 102/202, with no
+    location), ``in`` iterates a list and ``contains_any`` needs strings."""
+    op, operand = atom.op, atom.operand
+    if op in ("exists", "truthy", "is") or isinstance(operand, Ref):
+        return None
+    if op == "in" and not isinstance(operand, list):
+        return f"in needs a list of values, not {json_type(operand)} {operand!r}"
+    if op == "contains_any":
+        if not isinstance(operand, list):
+            return f"{op} needs a list of strings, not {json_type(operand)} {operand!r}"
+        bad = [v for v in operand if not isinstance(v, str)]
+        if bad:
+            return f"contains needs strings; {json_type(bad[0])} {bad[0]!r} is not one"
+    if op in NUMBER_OPS and (isinstance(operand, bool) or not isinstance(operand, SCALARS)):
+        return f"{op} needs a single value, not {json_type(operand)} {operand!r}"
+    if op == "starts_with" and not isinstance(operand, str):
+        return f"starts_with needs a string, not {json_type(operand)} {operand!r}"
+    return None
 
 
 def _type_problem(kind: str, atom: Any) -> str | None:
@@ -336,13 +387,15 @@ def lower_to_durable(state: CompileState) -> None:
     for k, ruleset in enumerate(rulesets, start=1):
         ruleset.update(sink_rules(kinds))
         if len(ruleset) > MAX_ENGINE_RULES:
-            state.error(codes.RULE_UNSUPPORTED, f"stratum {k} needs {len(ruleset)} engine rules; "
+            state.error(codes.RULE_LIMIT_ERROR, f"stratum {k} needs {len(ruleset)} engine rules; "
                         f"the engine takes at most {MAX_ENGINE_RULES}", policy.header_loc)
     state.rulesets = rulesets
 
 
 MAX_ENGINE_RULES = 4000
 """durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
+MAX_POLICY_RULES = 3000
+"""Most rules one policy may hold, checked before any later pass (bounds their cost)."""
 MAX_CONSTANTS_PER_FIELD = 500
 """durable-rules hangs with more than 511 distinct constants tested on one field."""
 
@@ -374,14 +427,24 @@ CHECK_PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
     ("build_model", build_model), ("resolve_names", resolve_names),
     ("check_types", check_types), ("check_engine_limits", check_engine_limits),
-    ("stratify", stratify))
-PASSES: tuple[tuple[str, Pass], ...] = CHECK_PASSES + (("lower_to_durable", lower_to_durable),)
+    ("stratify", stratify), ("lower_to_durable", lower_to_durable))
+"""``rules check`` lowers too: the engine's size limits are checked on the lowered rulesets,
+so whatever ``rules check`` accepts, ``classify`` compiles and registers."""
+PASSES: tuple[tuple[str, Pass], ...] = CHECK_PASSES
 GATES = {"build_model", "resolve_names", "lower_to_durable"}
 """Passes that need every earlier pass clean (they would trip over broken input)."""
 
 
 def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dict[str, str]]:
     """Read ``*.yaml`` of a policy directory (default: the shipped policy), not subfolders."""
+    label, files, _ = read_policy_sources(source)
+    return label, files
+
+
+def read_policy_sources(source: str | Path | Traversable | None
+                        ) -> tuple[str, dict[str, str], dict[str, YamlSyntaxError]]:
+    """Like :func:`read_policy_files`, plus the files that could not be read or decoded
+    (size limit, byte-order mark, not UTF-8); their text is empty."""
     if source is None:
         root: Traversable = rules_dir()
         label = "rules"
@@ -392,20 +455,36 @@ def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dic
         if not path.is_dir():
             raise KvrulesUsageError(f"policy directory not found: {source}")
         root, label = path, str(source)
-    files = {}
+    files: dict[str, str] = {}
+    errors: dict[str, YamlSyntaxError] = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
         if entry.is_file() and entry.name.endswith((".yaml", ".yml")):
-            files[f"{label}/{entry.name}"] = entry.read_text(encoding="utf-8")
+            name = f"{label}/{entry.name}"
+            try:
+                files[name] = decode_rule_file(_read_bounded(entry))
+            except YamlSyntaxError as exc:
+                files[name], errors[name] = "", exc
+            except OSError as exc:
+                files[name] = ""
+                errors[name] = YamlSyntaxError(f"cannot read: {exc.strerror or exc}", 1, 1,
+                                               codes.RULE_ENCODING_ERROR)
     if not files:
         raise KvrulesUsageError(f"no rule files (*.yaml) in {label}")
-    return label, files
+    return label, files, errors
+
+
+def _read_bounded(entry: Path | Traversable) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes (enough to tell that a file is too large)."""
+    from kvrules.policy.yamlpos import MAX_FILE_BYTES
+    with entry.open("rb") as fh:
+        return fh.read(MAX_FILE_BYTES + 1)
 
 
 def run_passes(source: str | Path | Traversable | None,
                passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompileState:
     """Run passes in order; stop at a gate when anything failed."""
-    label, files = read_policy_files(source)
-    state = CompileState(source=label, files=files)
+    label, files, errors = read_policy_sources(source)
+    state = CompileState(source=label, files=files, read_errors=errors)
     for name, fn in passes:
         if name in GATES and state.failed:
             break
