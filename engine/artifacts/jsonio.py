@@ -213,4 +213,6 @@ def render(value: Any, limit: int = 120) -> str:
         text = json.dumps(value, default=repr, ensure_ascii=False, allow_nan=True)
     except (RecursionError, ValueError, TypeError):
         text = f"<{_json_kind(value)}>"
+    # a lone surrogate (valid in JSON text, not in UTF-8) is shown as its \u escape
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else text[: limit - 3] + "..."
