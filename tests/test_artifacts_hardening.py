@@ -160,6 +160,22 @@ def test_symlink_loop_is_refused(tmp_path: Path) -> None:
     assert_error(campaign, ARTIFACT_UNREADABLE, rel(pod / "benchmark_dp1.json", campaign))
 
 
+def test_symlinked_folder_below_raw_is_reported(tmp_path: Path) -> None:
+    campaign = copy_example(tmp_path)
+    pod = pod_dir(campaign)
+    (pod.parent / "linked-pod").symlink_to(tmp_path)
+    assert_error(campaign, ARTIFACT_UNREADABLE, rel(pod.parent / "linked-pod", campaign))
+
+
+def test_deeply_nested_raw_folders_never_raise(tmp_path: Path) -> None:
+    campaign = copy_example(tmp_path)
+    deep = os.fsencode(pod_dir(campaign))
+    for _ in range(1200):
+        deep = os.path.join(deep, b"d")
+        os.mkdir(deep)
+    classify(campaign)
+
+
 # --- size limit, duplicate keys, nesting ---------------------------------------------------
 
 def test_size_limit_reads_at_most_limit_plus_one(tmp_path: Path) -> None:

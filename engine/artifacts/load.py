@@ -130,17 +130,32 @@ def _scan_raw(raw: Path, root: Path) -> RawFiles:
                 relpath(Path(exc.filename or raw), root)))
 
     try:
-        _walk(raw, found, unlistable)
+        _walk(raw, root, found, unlistable)
     except ValueError as exc:  # a NUL or unencodable character in the folder name
         found.errors.append(evidence_error(
             ARTIFACT_UNREADABLE, f"cannot list folder: invalid folder name ({exc})",
             relpath(raw, root)))
+    except RecursionError:
+        found.errors.append(evidence_error(
+            ARTIFACT_UNREADABLE, "cannot list folder: folders nested too deeply",
+            relpath(raw, root)))
     return found
 
 
-def _walk(raw: Path, found: RawFiles, unlistable: Callable[[OSError], None]) -> None:
-    """Sort the files below ``raw`` into ``found`` (symlinked folders are not followed)."""
+def _walk(raw: Path, root: Path, found: RawFiles,
+          unlistable: Callable[[OSError], None]) -> None:
+    """Sort the files below ``raw`` into ``found``.
+
+    A symlinked folder is not followed (it could loop or leave the campaign) and is
+    reported instead of silently hiding whatever evidence it holds.
+    """
     for dirpath, dirnames, filenames in os.walk(raw, onerror=unlistable):
+        for name in sorted(dirnames):
+            if os.path.islink(os.path.join(dirpath, name)):
+                found.errors.append(evidence_error(
+                    ARTIFACT_UNREADABLE, "cannot list folder: refusing a symbolic link to "
+                    "a folder (not followed)", relpath(Path(dirpath, name), root)))
+                dirnames.remove(name)
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath, name)
