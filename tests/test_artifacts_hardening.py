@@ -169,11 +169,16 @@ def test_symlinked_folder_below_raw_is_reported(tmp_path: Path) -> None:
 
 def test_deeply_nested_raw_folders_never_raise(tmp_path: Path) -> None:
     campaign = copy_example(tmp_path)
-    deep = os.fsencode(pod_dir(campaign))
-    for _ in range(1200):
-        deep = os.path.join(deep, b"d")
-        os.mkdir(deep)
-    classify(campaign)
+    chain = [os.fsencode(pod_dir(campaign))]
+    try:
+        for _ in range(1200):
+            chain.append(os.path.join(chain[-1], b"d"))
+            os.mkdir(chain[-1])
+        classify(campaign)
+    finally:  # bottom-up: shutil.rmtree (pytest's tmp cleanup) would recurse too deeply
+        for folder in reversed(chain[1:]):
+            if os.path.isdir(folder):
+                os.rmdir(folder)
 
 
 # --- size limit, duplicate keys, nesting ---------------------------------------------------

@@ -104,12 +104,12 @@ def read_bounded(path: Path, root: Path | None = None,
         if root is not None and _inside(path, root):
             real, real_root = os.path.realpath(path), os.path.realpath(root)
             if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-                raise UnreadableFile("cannot read file: refusing a symbolic link that leads outside the "
-                                     "campaign folder")
+                raise UnreadableFile("cannot read file: refusing a symbolic link that "
+                                     "leads outside the campaign folder")
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableFile(f"cannot read file: not a regular file ({_file_kind(st.st_mode)}); refused "
-                                 "without reading it")
+            raise UnreadableFile(f"cannot read file: not a regular file "
+                                 f"({_file_kind(st.st_mode)}); refused without reading it")
         if st.st_size > limit:
             raise UnreadableFile(f"file is larger than {limit} bytes "
                                  f"({limit // (1024 * 1024)} MiB); refused without reading it")
@@ -117,7 +117,8 @@ def read_bounded(path: Path, root: Path | None = None,
         fd = os.open(path, flags)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise UnreadableFile("cannot read file: not a regular file; refused without reading it")
+                raise UnreadableFile("cannot read file: not a regular file; refused "
+                                     "without reading it")
             chunks, size = [], 0
             while size <= limit:
                 chunk = os.read(fd, min(1 << 20, limit + 1 - size))
