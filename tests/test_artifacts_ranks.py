@@ -226,7 +226,7 @@ def test_identical_provenance_across_pods(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pointer, value", [
     ("/attempt_id", "attempt-02"),
     ("/runtime/backend_version", "0.11.3"),
-    ("/schema_version", 1.0),
+    ("/extra_field", 1.0),
     ("/extra_field", "only in one pod"),
 ])
 def test_provenance_mismatch(tmp_path: Path, pointer: str, value) -> None:

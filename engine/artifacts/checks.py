@@ -132,12 +132,31 @@ def rank_set(docs: list[Document], dp: int | None, why: str, raw_rel: str,
             out.append(evidence_error(RANK_SET_MISMATCH,
                                       f"dp.rank {rank} is outside 0..{dp - 1} ({why})",
                                       doc.relpath, "/dp/rank"))
-    missing = [r for r in range(dp or 0) if r not in seen]
+    missing = _missing_ranks(seen, dp or 0, _SHOWN + 1)
     if missing and all_loaded and docs:
+        more = ", ..." if len(missing) > _SHOWN else ""
         out.append(evidence_error(RANK_SET_MISMATCH,
                                   f"dp ranks found {sorted(seen)} are not exactly "
                                   f"0..{dp - 1 if dp else 0} ({why}): missing rank(s) "
-                                  f"{', '.join(map(str, missing))}", raw_rel))
+                                  f"{', '.join(map(str, missing[:_SHOWN]))}{more}", raw_rel))
+    return out
+
+
+_SHOWN = 32
+"""At most this many missing ranks are listed in a message."""
+
+
+def _missing_ranks(seen: dict[int, str], dp: int, shown: int) -> list[int]:
+    """The first ``shown`` ranks of ``0..dp-1`` not in ``seen``, without iterating to ``dp``.
+
+    A plan may say ``dp: 10**100``; the scan stops after ``len(seen) + shown`` candidates.
+    """
+    out: list[int] = []
+    rank = 0
+    while rank < dp and len(out) < shown:
+        if rank not in seen:
+            out.append(rank)
+        rank += 1
     return out
 
 
@@ -158,7 +177,10 @@ def provenance_mismatch(docs: list[Document]) -> list[Diagnostic]:
     """Every pod's collector provenance must be identical to the first pod's."""
     out = []
     for doc in docs[1:]:
-        where = first_difference(docs[0].data, doc.data)
+        try:
+            where = first_difference(docs[0].data, doc.data)
+        except RecursionError:  # nesting too deep to compare: not provably identical
+            where = []
         if where is not None:
             ptr = pointer(where)
             out.append(evidence_error(PROVENANCE_MISMATCH,

@@ -7,6 +7,7 @@ path that does not exist or is neither a campaign nor a cell) raises.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -90,17 +91,26 @@ def _campaign_cells(given: str, root: Path, explicit: Path | None) -> list[CellR
         raise KvrulesUsageError(
             f"--plan {explicit} conflicts with {given}/{PLAN_NAME}: a campaign uses its own plan")
     cells_dir = root / CELLS_DIR
-    ids = {p.name for p in cells_dir.iterdir() if p.is_dir() and not p.name.startswith(".")} \
-        if cells_dir.is_dir() else set()
-    ids |= _planned_ids(plan_path)
+    ids = _folder_ids(cells_dir)
+    ids |= _planned_ids(plan_path, root)
     return [CellRef(given, root, cid, cells_dir / cid, plan_path) for cid in sorted(ids)]
 
 
-def _planned_ids(plan_path: Path | None) -> set[str]:
+def _folder_ids(cells_dir: Path) -> set[str]:
+    """Every folder under ``cells/``, hidden ones (``.name``) included: none vanishes."""
+    try:
+        return {p.name for p in cells_dir.iterdir() if p.is_dir()} if cells_dir.is_dir() \
+            else set()
+    except OSError as exc:
+        raise KvrulesUsageError(f"{cells_dir}: cannot list folder: {exc.strerror or exc}") \
+            from None
+
+
+def _planned_ids(plan_path: Path | None, root: Path) -> set[str]:
     """Cell ids named by a readable plan that are safe folder names (best effort)."""
     if plan_path is None:
         return set()
-    data, _ = read_json(plan_path, PLAN_NAME)
+    data, _ = read_json(plan_path, PLAN_NAME, root)
     cells = data.get("cells") if data else None
     if not isinstance(cells, list):
         return set()
@@ -108,6 +118,13 @@ def _planned_ids(plan_path: Path | None) -> set[str]:
 
 
 def _safe_id(value: object) -> bool:
-    """A cell id usable as a folder name under ``cells/`` (no traversal, no separators)."""
-    return (isinstance(value, str) and value not in ("", ".", "..")
-            and "/" not in value and "\\" not in value and not value.startswith("."))
+    """A cell id usable as a folder name under ``cells/`` (no traversal, no separators,
+    no NUL, encodable as a file name); other ids are reported by plan validation."""
+    if not (isinstance(value, str) and value not in ("", ".", "..")
+            and "/" not in value and "\\" not in value and "\0" not in value):
+        return False
+    try:
+        os.fsencode(value)
+    except (UnicodeError, ValueError):
+        return False
+    return True

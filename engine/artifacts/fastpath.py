@@ -4,9 +4,9 @@ A benchmark corpus holds ~200k results; fastjsonschema spends about as long on t
 ``json.load`` spends decoding them, which alone would eat the 2x time budget. This loop is a
 *sound under-approximation* of ``$defs/result`` in ``rank.schema.json``: when it returns
 True the items are valid under the schema; when it returns False nothing is concluded and
-the reference validator decides (and produces the precise error). It is stricter than the
-schema only in rare shapes (e.g. an integral float ``1.0`` as an integer), which then take
-the slow path but get the same verdict. Keep it in step with the schema; the hypothesis
+the reference validator decides (and produces the precise error). Integers are exact JSON
+integers (``type(x) is int``: not ``1.0``, not ``true``), as in the strict reference
+validator of :mod:`.validate`. Keep it in step with the schema; the hypothesis
 test ``test_results_fast_path_is_sound`` guards that.
 """
 from __future__ import annotations
@@ -34,6 +34,9 @@ def results_ok(results: Any) -> bool:
         fpm = fpms[0]
         if type(fpm) is not dict:
             return False
+        for name in ("counter_id", "dp_rank"):
+            if name in fpm and type(fpm[name]) is not int:
+                return False
         wall = fpm.get("wall_time")
         if type(wall) is not float and type(wall) is not int or not wall > 0:
             return False

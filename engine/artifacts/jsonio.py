@@ -5,13 +5,22 @@ exception, so one corrupt file makes one cell an error and never aborts a corpus
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from pathlib import Path, PurePath
 from typing import Any
 
 from kvrules.artifacts.model import NonFiniteNumber, TextFile
 from kvrules.diagnostics import ARTIFACT_UNREADABLE, Diagnostic, evidence_error
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+"""Largest evidence file read (256 MiB): a bigger one is ``artifact_unreadable`` unread.
+
+Real rank artifacts are a few MiB; the limit keeps a runaway or hostile file from exhausting
+memory. Every evidence read (JSON and ``run.sh``) goes through :func:`read_bounded`.
+"""
 
 _NON_FINITE = {token: NonFiniteNumber(token) for token in ("NaN", "Infinity", "-Infinity")}
 
@@ -37,26 +46,131 @@ def pointer(parts: Any) -> str:
     return out
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice (Python would silently keep the last one)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {render(key)} in a JSON object")
+        self.key = key
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: a dict, refusing duplicate keys instead of keeping the last."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return out
+
+
 def decode_json(raw: bytes) -> Any:
-    """Decode JSON bytes (UTF-8/16/32, BOM tolerated) with non-finite tokens as markers."""
-    return json.loads(raw, parse_constant=_parse_constant)
+    """Decode JSON bytes (UTF-8/16/32, BOM tolerated) with non-finite tokens as markers.
+
+    Duplicate object keys raise :class:`DuplicateKeyError` (a ``ValueError``).
+    """
+    return json.loads(raw, parse_constant=_parse_constant, object_pairs_hook=_object)
 
 
-def read_json(path: Path, relpath: str) -> tuple[dict[str, Any] | None, Diagnostic | None]:
-    """Decode one JSON object file; on failure return an ``artifact_unreadable`` diagnostic."""
+class UnreadableFile(Exception):
+    """A file that is refused before or while reading it; ``reason`` is the user message."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """True when ``path`` (as given) lies below ``root``: only such files must stay inside."""
     try:
-        raw = path.read_bytes()
+        Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+        return True
+    except ValueError:
+        return False
+
+
+def read_bounded(path: Path, root: Path | None = None,
+                 limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of one regular file, at most ``limit``; raise :class:`UnreadableFile`.
+
+    Devices, FIFOs, sockets and directories are refused from ``stat`` without opening them
+    (``/dev/zero`` never ends, a FIFO blocks forever); the file is opened non-blocking and
+    re-checked with ``fstat`` in case it was swapped. A symlink loop is refused, and so is a
+    file below ``root`` whose real location (symlinks resolved) leaves ``root``.
+    """
+    try:
+        if root is not None and _inside(path, root):
+            real, real_root = os.path.realpath(path), os.path.realpath(root)
+            if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+                raise UnreadableFile("cannot read file: refusing a symbolic link that "
+                                     "leads outside the campaign folder")
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(f"cannot read file: not a regular file "
+                                 f"({_file_kind(st.st_mode)}); refused without reading it")
+        if st.st_size > limit:
+            raise UnreadableFile(f"file is larger than {limit} bytes "
+                                 f"({limit // (1024 * 1024)} MiB); refused without reading it")
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        fd = os.open(path, flags)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnreadableFile("cannot read file: not a regular file; refused "
+                                     "without reading it")
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE,
-                                    f"cannot read file: {exc.strerror or exc}", relpath)
+        if exc.errno == errno.ELOOP:
+            raise UnreadableFile("cannot read file: symbolic link loop; refused") from None
+        raise UnreadableFile(f"cannot read file: {exc.strerror or exc}") from None
+    except ValueError as exc:  # NUL byte or unencodable character in the path
+        raise UnreadableFile(f"cannot read file: invalid file name ({exc})") from None
+    if size > limit:
+        raise UnreadableFile(f"file is larger than {limit} bytes "
+                             f"({limit // (1024 * 1024)} MiB); refused")
+    return b"".join(chunks)
+
+
+def _file_kind(mode: int) -> str:
+    """A readable name of a non-regular file type."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_json(path: Path, relpath: str, root: Path | None = None
+              ) -> tuple[dict[str, Any] | None, Diagnostic | None]:
+    """Decode one JSON object file; on failure return an ``artifact_unreadable`` diagnostic.
+
+    ``root`` is the campaign (or cell) folder: a file below it must not leave it by symlink.
+    """
+    try:
+        raw = read_bounded(path, root)
+    except UnreadableFile as exc:
+        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath)
     try:
         data = decode_json(raw)
     except json.JSONDecodeError as exc:
         diag = Diagnostic(file=relpath, line=exc.lineno, column=exc.colno,
                           message=f"not valid JSON: {exc.msg}", code=ARTIFACT_UNREADABLE)
         return None, diag
-    except (UnicodeDecodeError, RecursionError, ValueError) as exc:
+    except DuplicateKeyError as exc:
         return None, evidence_error(ARTIFACT_UNREADABLE, f"not valid JSON: {exc}", relpath)
+    except (UnicodeDecodeError, RecursionError, ValueError, MemoryError) as exc:
+        return None, evidence_error(ARTIFACT_UNREADABLE,
+                                    f"not valid JSON: {str(exc)[:200]}", relpath)
     if not isinstance(data, dict):
         return None, evidence_error(ARTIFACT_UNREADABLE,
                                     f"top-level JSON value is {_json_kind(data)}, "
@@ -64,13 +178,13 @@ def read_json(path: Path, relpath: str) -> tuple[dict[str, Any] | None, Diagnost
     return data, None
 
 
-def read_text(path: Path, relpath: str) -> tuple[TextFile | None, Diagnostic | None]:
+def read_text(path: Path, relpath: str, root: Path | None = None
+              ) -> tuple[TextFile | None, Diagnostic | None]:
     """Read a small launch script literally as UTF-8 (it is parsed, never executed)."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE,
-                                    f"cannot read file: {exc.strerror or exc}", relpath)
+        text = read_bounded(path, root).decode("utf-8")
+    except UnreadableFile as exc:
+        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath)
     except UnicodeDecodeError as exc:
         return None, evidence_error(ARTIFACT_UNREADABLE, f"not UTF-8 text: {exc.reason}",
                                     relpath)
@@ -96,5 +210,10 @@ def render(value: Any, limit: int = 120) -> str:
     """A short JSON-like rendering of a value for diagnostic messages."""
     if isinstance(value, NonFiniteNumber):
         return value.token
-    text = json.dumps(value, default=repr, ensure_ascii=False, allow_nan=True)
+    try:
+        text = json.dumps(value, default=repr, ensure_ascii=False, allow_nan=True)
+    except (RecursionError, ValueError, TypeError):
+        text = f"<{_json_kind(value)}>"
+    # a lone surrogate (valid in JSON text, not in UTF-8) is shown as its \u escape
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
@@ -54,7 +55,7 @@ def _load_plan(ref: CellRef, ev: CellEvidence, diags: list[Diagnostic]) -> None:
     """Attach the plan and this cell's entry; a broken plan is an error of every cell."""
     if ref.plan_path is None:
         return
-    plan = load_plan(ref.plan_path, relpath(ref.plan_path, ref.root))
+    plan = load_plan(ref.plan_path, relpath(ref.plan_path, ref.root), ref.root)
     if plan.document is None:
         diags.append(plan.diagnostic)  # type: ignore[arg-type]
         return
@@ -77,21 +78,30 @@ def _load_launch(ref: CellRef, ev: CellEvidence, diags: list[Diagnostic]) -> Non
         ev.generator_overrides = _optional_json(ref, campaign_dir / OVERRIDES_NAME, diags)
     ev.generator_request = _optional_json(ref, ref.cell_dir / "generator-request.json", diags)
     script = ref.cell_dir / "run.sh"
-    if script.exists():
-        ev.run_sh, diag = read_text(script, relpath(script, ref.root))
+    if _present(script):
+        ev.run_sh, diag = read_text(script, relpath(script, ref.root), ref.root)
         diags.extend([diag] if diag else [])
 
 
 def _optional_json(ref: CellRef, path: Path, diags: list[Diagnostic]) -> Document | None:
     """A JSON object file that may be absent; present but unreadable is an error."""
-    if not path.exists():
+    if not _present(path):
         return None
     rel = relpath(path, ref.root)
-    data, diag = read_json(path, rel)
+    data, diag = read_json(path, rel, ref.root)
     if diag is not None:
         diags.append(diag)
         return None
     return Document(path, rel, data)  # type: ignore[arg-type]
+
+
+def _present(path: Path) -> bool:
+    """The name exists (a dangling or looping symlink too: reading it reports why)."""
+    try:
+        os.lstat(path)
+        return True
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass
@@ -119,7 +129,33 @@ def _scan_raw(raw: Path, root: Path) -> RawFiles:
                 ARTIFACT_UNREADABLE, f"cannot list folder: {exc.strerror or exc}",
                 relpath(Path(exc.filename or raw), root)))
 
+    try:
+        _walk(raw, root, found, unlistable)
+    except ValueError as exc:  # a NUL or unencodable character in the folder name
+        found.errors.append(evidence_error(
+            ARTIFACT_UNREADABLE, f"cannot list folder: invalid folder name ({exc})",
+            relpath(raw, root)))
+    except RecursionError:
+        found.errors.append(evidence_error(
+            ARTIFACT_UNREADABLE, "cannot list folder: folders nested too deeply",
+            relpath(raw, root)))
+    return found
+
+
+def _walk(raw: Path, root: Path, found: RawFiles,
+          unlistable: Callable[[OSError], None]) -> None:
+    """Sort the files below ``raw`` into ``found``.
+
+    A symlinked folder is not followed (it could loop or leave the campaign) and is
+    reported instead of silently hiding whatever evidence it holds.
+    """
     for dirpath, dirnames, filenames in os.walk(raw, onerror=unlistable):
+        for name in sorted(dirnames):
+            if os.path.islink(os.path.join(dirpath, name)):
+                found.errors.append(evidence_error(
+                    ARTIFACT_UNREADABLE, "cannot list folder: refusing a symbolic link to "
+                    "a folder (not followed)", relpath(Path(dirpath, name), root)))
+                dirnames.remove(name)
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath, name)
@@ -131,7 +167,6 @@ def _scan_raw(raw: Path, root: Path) -> RawFiles:
                     found.sidecars.append(path)
                 elif not stem.endswith("_merged"):
                     found.ranks.append(path)
-    return found
 
 
 def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[Diagnostic],
@@ -145,7 +180,7 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
     found, loaded_all = 0, True
     for path in paths:
         rel = relpath(path, ref.root)
-        data, diag = read_json(path, rel)
+        data, diag = read_json(path, rel, ref.root)
         if data is not None and data.get("artifact_type") == "merged":
             continue
         found += 1
@@ -172,7 +207,7 @@ def _load_documents(ref: CellRef, paths: list[Path], schema: str, code: str,
     docs = []
     for path in paths:
         rel = relpath(path, ref.root)
-        data, diag = read_json(path, rel)
+        data, diag = read_json(path, rel, ref.root)
         if data is not None:
             diag = validate(data, schema, rel, code)
         if diag is not None:

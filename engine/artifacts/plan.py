@@ -18,6 +18,10 @@ from kvrules.artifacts.validate import validate
 from kvrules.diagnostics import ARTIFACT_INVALID, Diagnostic, evidence_error
 
 PLAN_SCHEMA = "plan.schema.json"
+DEFAULT_EXECUTION_IDENTITY: dict[str, str] = {
+    "model_config_sha256": "", "execution_profile": "full", "engram_residency": "none",
+    "input_modality": "text"}
+"""Spec 2.2: the identity of a cell without ``execution_identity`` (schema_version 10)."""
 
 
 @dataclass(frozen=True)
@@ -29,20 +33,26 @@ class LoadedPlan:
     index: dict[str, list[int]] = field(default_factory=dict)
 
 
-def load_plan(path: Path, relpath: str) -> LoadedPlan:
-    """Read and validate a plan, reusing the result while the file is unchanged."""
+def load_plan(path: Path, relpath: str, root: Path | None = None) -> LoadedPlan:
+    """Read and validate a plan, reusing the result while the file is unchanged.
+
+    A cell without ``execution_identity`` (the schema_version 10 layout) gets the default
+    identity in the decoded copy, so every reader sees the same four values; the file on
+    disk is never changed.
+    """
     try:
         st = os.stat(path)
         stamp: tuple[int, ...] = (st.st_mtime_ns, st.st_size, st.st_ino)
-    except OSError:
+    except (OSError, ValueError):
         stamp = ()
-    return _load_plan(str(path), relpath, stamp)
+    return _load_plan(str(path), relpath, stamp, None if root is None else str(root))
 
 
 @lru_cache(maxsize=8)
-def _load_plan(path: str, relpath: str, stamp: tuple[int, ...]) -> LoadedPlan:
+def _load_plan(path: str, relpath: str, stamp: tuple[int, ...],
+               root: str | None) -> LoadedPlan:
     """Uncached body of :func:`load_plan` (``stamp`` only makes the cache key)."""
-    data, diag = read_json(Path(path), relpath)
+    data, diag = read_json(Path(path), relpath, None if root is None else Path(root))
     if data is None:
         return LoadedPlan(None, diag)
     diag = validate(data, PLAN_SCHEMA, relpath, ARTIFACT_INVALID)
@@ -51,6 +61,8 @@ def _load_plan(path: str, relpath: str, stamp: tuple[int, ...]) -> LoadedPlan:
     index: dict[str, list[int]] = {}
     for i, cell in enumerate(data["cells"]):
         index.setdefault(cell["cell_id"], []).append(i)
+        if "execution_identity" not in cell:
+            cell["execution_identity"] = dict(DEFAULT_EXECUTION_IDENTITY)
     return LoadedPlan(Document(Path(path), relpath, data), None, index)
 
 

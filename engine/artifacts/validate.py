@@ -11,7 +11,10 @@ from functools import lru_cache
 from typing import Any, Callable
 
 import fastjsonschema
-from jsonschema import Draft202012Validator, ValidationError
+from fastjsonschema.draft04 import CodeGeneratorDraft04
+from fastjsonschema.draft2019 import CodeGeneratorDraft2019
+from fastjsonschema.ref_resolver import RefResolver
+from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.exceptions import best_match
 
 from kvrules.artifacts.fastpath import results_ok
@@ -22,6 +25,42 @@ from kvrules.resources import load_schema
 
 class _AskSchema(Exception):
     """The hand-written fast path could not vouch for the data; the schema decides."""
+
+
+def _is_integer(_checker: Any, instance: Any) -> bool:
+    """Spec 2.1: an integer is a JSON integer; ``1.0`` is not ``1`` and ``true`` is no number."""
+    return type(instance) is int
+
+
+def _is_number(_checker: Any, instance: Any) -> bool:
+    """A JSON number: int or float, never a boolean (nor a NaN/Infinity marker)."""
+    return type(instance) is int or type(instance) is float
+
+
+_STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many(
+    {"integer": _is_integer, "number": _is_number})
+StrictValidator = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
+"""Draft 2020-12 with strict JSON integers (the draft itself accepts ``4.0`` as integer)."""
+
+
+class _StrictCodeGenerator(CodeGeneratorDraft2019):
+    """fastjsonschema's 2019 generator with draft-04 ``type`` code: ``integer`` is ``int``.
+
+    Since draft 06 fastjsonschema accepts an integral float as an integer; the fast path
+    must not accept what :data:`StrictValidator` refuses.
+    """
+
+    generate_type = CodeGeneratorDraft04.generate_type
+
+
+def _compile(schema: dict[str, Any]) -> Callable[[Any], None]:
+    """``fastjsonschema.compile`` with :class:`_StrictCodeGenerator` (no defaults, no formats)."""
+    resolver = RefResolver.from_schema(schema, handlers={}, store={})
+    generator = _StrictCodeGenerator(schema, resolver=resolver, formats={}, use_default=False,
+                                     use_formats=False)
+    state = generator.global_state
+    exec(generator.func_code, state)  # noqa: S102 - code generated from a shipped schema
+    return state[resolver.get_scope_name()]  # type: ignore[no-any-return]
 
 
 # schema name -> (top-level array property, sound fast check of its items)
@@ -46,7 +85,7 @@ def _fast(name: str) -> Callable[[Any], None]:
         field, _ = hot
         inlined["properties"][field] = {k: v for k, v in inlined["properties"][field].items()
                                         if k != "items"}
-    compiled = fastjsonschema.compile(inlined, use_default=False, use_formats=False)
+    compiled = _compile(inlined)
     if hot is None:
         return compiled  # type: ignore[no-any-return]
 
@@ -74,11 +113,11 @@ def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
 
 
 @lru_cache(maxsize=None)
-def _precise(name: str) -> Draft202012Validator:
-    """The reference validator, built lazily: only invalid files need it."""
+def _precise(name: str) -> Any:
+    """The reference validator (strict integers), built lazily: only invalid files need it."""
     schema = load_schema(name)
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
+    return StrictValidator(schema)
 
 
 def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | None:
@@ -88,8 +127,13 @@ def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | No
         return None
     except (fastjsonschema.JsonSchemaValueException, _AskSchema):
         pass
+    except (TypeError, ValueError, RecursionError):
+        pass  # generated code met a value it did not expect: let the authority decide
     # jsonschema is the authority: a fast-path refusal it does not confirm is no error
-    errors = sorted(_precise(schema).iter_errors(data), key=_path_key)
+    try:
+        errors = sorted(_precise(schema).iter_errors(data), key=_path_key)
+    except RecursionError:
+        return evidence_error(code, "the document is nested too deeply to validate", relpath)
     if not errors:
         return None
     error = best_match([e for e in errors if _path_key(e) == _path_key(errors[0])])
