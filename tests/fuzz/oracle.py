@@ -79,7 +79,8 @@ def check(run: Run, expect: Expectation | None = None) -> list[Finding]:
         out.append(Finding("tracebacks", f"{run.label}: Traceback in stderr"))
     if rc is not None and rc >= 0 and rc not in (0, 1, 2):
         out.append(Finding("bad_exit", f"{run.label}: exit status {rc}"))
-    if run.report_expected and rc in (0, 1):
+    crashed = any(f.cls == "tracebacks" for f in out) and not run.stdout.strip()
+    if run.report_expected and rc in (0, 1) and not crashed:  # a crash is counted once
         out.extend(check_report(run, expect))
     return out
 
@@ -89,28 +90,35 @@ def check_report(run: Run, expect: Expectation | None) -> list[Finding]:
         doc = json.loads(run.stdout)
     except ValueError as exc:
         return [Finding("invalid_report", f"{run.label}: stdout is not JSON: {exc}")]
+    out: list[Finding] = []
     errors = sorted(report_validator().iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         first = errors[0]
         where = "/" + "/".join(map(str, first.absolute_path))
-        return [Finding("invalid_report",
-                        f"{run.label}: {len(errors)} schema error(s), first at {where}: "
-                        f"{first.message[:200]}")]
-    out: list[Finding] = []
+        out.append(Finding("invalid_report",
+                           f"{run.label}: {len(errors)} schema error(s), first at {where}: "
+                           f"{first.message[:200]}"))
+    # the semantic checks run on schema-invalid reports too, as far as their shape allows
+    cells = doc.get("cells") if isinstance(doc, dict) else None
     seen: set[tuple[str, str]] = set()
-    for cell in doc.get("cells", []):
-        seen.add((campaign_name(cell["campaign"], expect.root if expect else None),
-                  cell["cell_id"]))
-        if cell.get("status") == "error":
-            bad = [p.get("benchmark_id") for p in cell.get("points", []) if p.get("eligible")]
+    for cell in cells if isinstance(cells, list) else []:
+        if not isinstance(cell, dict):
+            continue
+        campaign, cell_id = str(cell.get("campaign")), str(cell.get("cell_id"))
+        if cell.get("status") in ("ok", "error"):
+            seen.add((campaign_name(campaign, expect.root if expect else None), cell_id))
+        points = cell.get("points")
+        if cell.get("status") == "error" and isinstance(points, list):
+            bad = [p.get("benchmark_id") for p in points
+                   if isinstance(p, dict) and p.get("eligible") is True]
             if bad:
                 out.append(Finding("eligible_in_error",
-                                   f"{run.label}: error cell {cell['campaign']}/{cell['cell_id']}"
+                                   f"{run.label}: error cell {campaign}/{cell_id}"
                                    f" has eligible points {bad[:5]}"))
     if expect is not None:
         lost = sorted(expect.cells - seen)
         if lost:
             out.append(Finding("lost_cells",
-                               f"{run.label}: untouched cells not reported: "
+                               f"{run.label}: untouched cells not reported (or without status): "
                                + ", ".join(f"{c}/{i}" for c, i in lost)))
     return out
