@@ -170,7 +170,7 @@ def fuzz(mutants: int, seed: int, jobs: int = 1, timeout: float = 20.0,
     return FuzzResult(seed, results, time.monotonic() - start)
 
 
-def describe(r: MutantResult, with_stderr: int = 6) -> str:
+def describe(r: MutantResult, with_stderr: int = 8) -> str:
     lines = [f"seed {r.seed} mutant {r.index} ({r.kind}): "
              + ", ".join(sorted({f.cls for f in r.findings})),
              f"  reproduce: python -m tests.fuzz --seed {r.seed} --only {r.index} --keep DIR"]
@@ -184,7 +184,11 @@ def describe(r: MutantResult, with_stderr: int = 6) -> str:
         err = run.stderr.strip().splitlines()
         tail = [l for l in err if l.strip()]
         if "Traceback" in run.stderr:  # the exception line says most
-            tail = err[:3] + ["    ..."] + err[-3:] if len(err) > 6 else err
+            at = max(i for i, line in enumerate(err) if line.startswith("Traceback"))
+            ours = [line for line in err[at:] if line.lstrip().startswith("File ")
+                    and ("/engine/" in line or "kvrules" in line)]
+            tail = err[at:at + 1] + ours[-1:] + ["  ..."] + err[-3:] if len(err) - at > 6 \
+                else err[at:]
         for line in tail[:with_stderr]:
             lines.append(f"    | {line[:300]}")
     if r.kept is not None:
