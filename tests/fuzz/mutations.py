@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,9 +90,12 @@ def cell_dirs(root: Path) -> list[Path]:
 
 
 def _load(path: Path) -> Any | None:
+    """A JSON file's value, or None when it is unreadable or too big to walk."""
     try:
-        return json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        value = json.loads(path.read_bytes())
+        _nodes(value)
+        return value
+    except (ValueError, UnicodeDecodeError, RecursionError, TooBig):
         return None
 
 
@@ -101,14 +105,25 @@ def _rel(root: Path, path: Path) -> str:
 
 # ---------------------------------------------------------------- JSON tree helpers
 
-def _nodes(value: Any, path: tuple = ()) -> list[tuple[tuple, Any]]:
-    out = [(path, value)]
+NODE_BUDGET = 200_000  # more nodes than any pristine file; an alias bomb has 9**12
+
+
+class TooBig(Exception):
+    """A document too large (or too deep) to walk: a previous mutation made it so."""
+
+
+def _nodes(value: Any, path: tuple = (), out: list | None = None) -> list[tuple[tuple, Any]]:
+    """Every (path, node) of a JSON/YAML tree, depth first; TooBig past NODE_BUDGET nodes."""
+    out = [] if out is None else out
+    if len(out) >= NODE_BUDGET or len(path) > 200:
+        raise TooBig()
+    out.append((path, value))
     if isinstance(value, dict):
         for k, v in value.items():
-            out.extend(_nodes(v, path + (k,)))
+            _nodes(v, path + (k,), out)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            out.extend(_nodes(v, path + (i,)))
+            _nodes(v, path + (i,), out)
     return out
 
 
@@ -149,6 +164,8 @@ def m_drop_key(rnd: random.Random, root: Path) -> Applied | None:
     path = rnd.choice(files)
     doc = _load(path)
     holders = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
+    if not holders:
+        return None
     at, obj = rnd.choice(holders)
     key = rnd.choice(sorted(obj))
     del obj[key]
@@ -163,7 +180,10 @@ def m_set_type(rnd: random.Random, root: Path) -> Applied | None:
         return None
     path = rnd.choice(files)
     doc = _load(path)
-    at, _ = rnd.choice(_nodes(doc)[1:])
+    nodes = _nodes(doc)[1:]
+    if not nodes:
+        return None
+    at, _ = rnd.choice(nodes)
     label, value = _odd_value(rnd)
     _set(doc, at, value)
     path.write_text(dumps(doc), encoding="utf-8")
@@ -191,6 +211,8 @@ def m_dup_json_key(rnd: random.Random, root: Path) -> Applied | None:
     path = rnd.choice(files)
     doc = _load(path)
     holders = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
+    if not holders:
+        return None
     at, obj = rnd.choice(holders)
     key = rnd.choice(sorted(obj))
     _, other = _odd_value(rnd) if rnd.random() < 0.5 else ("same", obj[key])
@@ -522,9 +544,14 @@ def r_dup_keys(rnd: random.Random, root: Path) -> Applied | None:
 def _rule_docs(root: Path) -> list[tuple[Path, Any]]:
     out = []
     for p in policy_files(root):
+        text = p.read_bytes()
+        if re.search(rb"[&*][A-Za-z_]", text):  # anchors/aliases (an alias bomb): never expand
+
+            continue
         try:
-            doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError, ValueError):
+            doc = yaml.safe_load(text.decode("utf-8"))
+            _nodes(doc)
+        except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError, TooBig):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("rules"), list) and doc["rules"]:
             out.append((p, doc))
@@ -557,6 +584,8 @@ def _yaml_leaf_mutation(rnd: random.Random, root: Path, label: str,
         return None
     path, doc = rnd.choice(docs)
     leaves = [(p, v) for p, v in _nodes(doc)[1:] if not isinstance(v, (dict, list))]
+    if not leaves:
+        return None
     wheres = [(p, v) for p, v in leaves if "where" in p]
     pool = wheres if wheres and rnd.random() < 0.7 else leaves
     at, _ = rnd.choice(pool)
@@ -585,6 +614,8 @@ def r_drop_key(rnd: random.Random, root: Path) -> Applied | None:
         return None
     path, doc = rnd.choice(docs)
     holders = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
+    if not holders:
+        return None
     at, obj = rnd.choice(holders)
     key = rnd.choice(sorted(map(str, obj)))
     obj.pop(key, None)

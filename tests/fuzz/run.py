@@ -27,7 +27,7 @@ else:
     from . import mutations as mut
     from .oracle import CLASSES, Expectation, Finding, Run, check
 
-MEMORY_LIMIT = 3 * 1024 ** 3  # address space of one kvrules process (a /dev/zero read stops here)
+MEMORY_LIMIT = 2 * 1024 ** 3  # address space of one kvrules process (a /dev/zero read stops here)
 ALL_CLASSES = CLASSES + ("harness_errors",)
 
 

@@ -175,3 +175,24 @@ def test_fuzz_one_keeps_a_failing_mutant(tmp_path: Path, monkeypatch) -> None:
     text = (res.kept / "README.txt").read_text()
     assert "--seed 5 --only 3" in text and all(d in text for d in res.descriptions)
     assert not (work / "m00003").exists()
+
+
+def test_rule_mutations_never_expand_an_alias_bomb(tmp_path: Path) -> None:
+    """A later mutation must not walk a billion-laughs file in the harness process."""
+    folder = tmp_path / "rules"
+    shutil.copytree(mut.RULES, folder)
+    for path in mut.policy_files(folder):  # every policy file becomes a 9**12 bomb
+        bomb = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        bomb += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 12)]
+        path.write_text("\n".join(bomb) + "\nrules: *a11\n", encoding="utf-8")
+    for op in (mut.r_inf, mut.r_list_operand, mut.r_drop_key, mut.r_many_rules):
+        assert op(random.Random(0), folder) is None
+    shared: list = ["x"] * 9
+    for _ in range(12):
+        shared = [shared] * 9
+    try:
+        mut._nodes(shared)
+    except mut.TooBig:
+        pass
+    else:
+        raise AssertionError("walked 9**12 nodes")
