@@ -1,0 +1,1 @@
+"""Mutation fuzz harness for the kvrules CLI (see README.md in this folder)."""
