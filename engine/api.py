@@ -24,6 +24,7 @@ from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy, compile_policy
 from kvrules.runtime.classifier import Classifier
+from kvrules.runtime.supervisor import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]
@@ -72,7 +73,8 @@ def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> 
 
 
 def _init_worker() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
+    child_signals(signal.SIGINT)  # Pool.terminate() must just stop us; the parent owns ^C
 
 
 def _extract_ref(ref: CellRef) -> CellFacts:
@@ -113,7 +115,9 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
     ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with ctx.Pool(jobs, _init_worker) as pool:
+    with signals_deferred():
+        pool = ctx.Pool(jobs, _init_worker)
+    with pool:
         cells = pool.imap(_extract_ref, refs, chunksize=4)
         results = (policy.classifier.classify_facts(cell) for cell in cells)
         yield from _counted(results, total, progress)

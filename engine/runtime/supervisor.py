@@ -12,10 +12,14 @@ closes.
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import multiprocessing
 import os
 import signal
-from typing import Any
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
@@ -24,6 +28,32 @@ from kvrules.runtime.events import Evaluation, short
 _CRASH_HOOK = "_KVRULES_TEST_ENGINE_CRASH"
 """Test hook, read in the worker only: ``<cell_id>`` kills the worker on every evaluation
 of that cell, ``<cell_id>:once`` on the first attempt only (the retry succeeds)."""
+
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while forking: one arriving inside a fork hook would be
+    swallowed ("Exception ignored") and the run would go on. They are delivered on exit;
+    children start with them blocked and call :func:`child_signals` to ignore them."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def child_signals(*ignored: signal.Signals) -> None:
+    """In a forked child: ignore ``ignored``, then unblock what the parent held."""
+    for sig in ignored:
+        signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
 
 
 def _signal_name(exitcode: int | None) -> str:
@@ -46,15 +76,33 @@ def _test_crash(cell_id: str, attempt: int) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def _worker_main(cp: CompiledPolicy, conn: Any) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+_PARENT_POLL = 1.0
+"""Seconds between checks that the parent is still alive (the pipe may be held open by
+other children that inherited it, so EOF alone does not prove the parent is gone)."""
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: SIGKILL this process when the parent thread exits
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
+    _die_with_parent()
+    child_signals(signal.SIGINT, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(0)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     from kvrules.runtime import session  # durable-rules is imported here, never in the parent
     while True:
         try:
+            while not conn.poll(_PARENT_POLL):
+                if os.getppid() != parent_pid:
+                    os._exit(0)
             cell_id, attempt, facts = conn.recv()
         except (EOFError, OSError):
             return
@@ -77,13 +125,15 @@ class EngineSupervisor:
         self._proc: Any = None
         self._conn: Any = None
         self.restarts = 0
+        _LIVE.add(self)
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker_main, args=(self.cp, child), daemon=True,
-                           name="kvrules-engine")
-        proc.start()
+        proc = ctx.Process(target=_worker_main, args=(self.cp, child, os.getpid()),
+                           daemon=True, name="kvrules-engine")
+        with signals_deferred():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
 
@@ -120,6 +170,9 @@ class EngineSupervisor:
 
     def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
         """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
+        if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
+            from kvrules.runtime import session      # which may not have children
+            return session.evaluate(self.cp, facts), True
         for attempt in range(2):
             kind, value = self._attempt(cell_id, attempt, facts)
             if kind == "ok":
@@ -136,3 +189,14 @@ class EngineSupervisor:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+_LIVE: "weakref.WeakSet[EngineSupervisor]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Kill engine workers at exit (before multiprocessing joins its children: the workers
+    ignore SIGTERM, so its terminate() would not stop them)."""
+    for supervisor in list(_LIVE):
+        supervisor.close()
