@@ -247,4 +247,4 @@ def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
             proc.communicate()
     assert "FAILURE" not in stdout
     assert "KeyboardInterrupt" in stderr
-    assert proc.returncode == 1
+    assert proc.returncode in (1, -signal.SIGINT)  # 3.11+ re-raises SIGINT at exit

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import multiprocessing
+import multiprocessing.util  # noqa: F401 - its atexit hook must be registered before ours
 import os
 import signal
 import weakref
@@ -76,6 +77,7 @@ def _test_crash(cell_id: str, attempt: int) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
 
 
+_WORKER_NAME = "kvrules-engine"
 _PARENT_POLL = 1.0
 """Seconds between checks that the parent is still alive (the pipe may be held open by
 other children that inherited it, so EOF alone does not prove the parent is gone)."""
@@ -131,11 +133,11 @@ class EngineSupervisor:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker_main, args=(self.cp, child, os.getpid()),
-                           daemon=True, name="kvrules-engine")
-        with signals_deferred():
+                           daemon=True, name=_WORKER_NAME)
+        with signals_deferred():  # recorded before a held signal can unwind the caller
             proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+            self._proc, self._conn = proc, parent
+            child.close()
 
     def close(self) -> None:
         """Stop the worker (a new one starts on the next evaluation)."""
@@ -200,3 +202,7 @@ def _close_all() -> None:
     ignore SIGTERM, so its terminate() would not stop them)."""
     for supervisor in list(_LIVE):
         supervisor.close()
+    for proc in multiprocessing.active_children():
+        if proc.name == _WORKER_NAME:  # one whose supervisor was already collected
+            proc.kill()
+            proc.join(5)
