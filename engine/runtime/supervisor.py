@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import faulthandler
 import multiprocessing
 import multiprocessing.util  # noqa: F401 - its atexit hook must be registered before ours
 import os
@@ -99,6 +100,7 @@ def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
+    faulthandler.disable()  # it may hold its own copy of the parent's stderr
     from kvrules.runtime import session  # durable-rules is imported here, never in the parent
     while True:
         try:
