@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import multiprocessing
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy, compile_policy
 from kvrules.runtime.classifier import Classifier
+from kvrules.runtime.supervisor import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]
@@ -57,9 +59,6 @@ def load_policy(rules: str | Path | None = None,
     return Policy(compile_policy(source, parameters), source)
 
 
-_WORKER: Classifier | None = None
-
-
 def extract(paths: Sequence[str], plan: str | None = None) -> Iterator[CellFacts]:
     """The facts of every cell under ``paths`` (what the rules see), one cell at a time."""
     for ref in discover(paths, plan):
@@ -73,14 +72,13 @@ def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> 
     return Report(policy=policy.identity, cells=verdicts)
 
 
-def _init_worker(source: str | None, parameters: dict[str, Any]) -> None:
-    global _WORKER
-    _WORKER = Classifier(compile_policy(source, parameters))
+def _init_worker() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
+    child_signals(signal.SIGINT)  # Pool.terminate() must just stop us; the parent owns ^C
 
 
-def _work(ref: CellRef) -> CellVerdict:
-    assert _WORKER is not None
-    return _WORKER.classify_ref(ref)
+def _extract_ref(ref: CellRef) -> CellFacts:
+    return extract_cell(load_cell(ref))
 
 
 @contextmanager
@@ -114,9 +112,15 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
         results: Iterator[CellVerdict] = (policy.classifier.classify_ref(r) for r in refs)
         yield from _counted(results, total, progress)
         return
+    # Workers load and extract in parallel; every engine call stays on the parent's
+    # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
     ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with ctx.Pool(jobs, _init_worker, (policy.source, policy.compiled.parameters)) as pool:
-        yield from _counted(pool.imap(_work, refs, chunksize=4), total, progress)
+    with signals_deferred():
+        pool = ctx.Pool(jobs, _init_worker)
+    with pool:
+        cells = pool.imap(_extract_ref, refs, chunksize=4)
+        results = (policy.classifier.classify_facts(cell) for cell in cells)
+        yield from _counted(results, total, progress)
 
 
 def _counted(results: Iterator[CellVerdict], total: int,

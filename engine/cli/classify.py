@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -51,6 +52,18 @@ class _ExitTap:
             if cell.status == "error":
                 self.exit_code = 1
             yield cell
+
+
+SIGINT_EXIT = 128 + signal.SIGINT
+SIGTERM_EXIT = 128 + signal.SIGTERM
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind (no verdict, no partial --output file) and exit 143."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated()
 
 
 def _policy_identity(policy: Any) -> PolicyIdentity:
@@ -106,6 +119,24 @@ def classify(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
 ) -> None:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # also when
+    try:                                                   # started in the background
+        _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors)
+    except KeyboardInterrupt:
+        sys.stderr.write("kvrules: interrupted\n")
+        raise typer.Exit(SIGINT_EXIT) from None
+    except _Terminated:
+        sys.stderr.write("kvrules: terminated\n")
+        raise typer.Exit(SIGTERM_EXIT) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
+              output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
+              max_errors: int) -> None:
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
         check_output(output)

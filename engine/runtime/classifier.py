@@ -13,13 +13,14 @@ from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
 from kvrules.artifacts.model import CellEvidence
 from kvrules.facts.extract import extract_cell
-from kvrules.diagnostics import FACT_INVALID, Diagnostic, evidence_error
+from kvrules.diagnostics import FACT_INVALID, STRUCTURAL_CODES, Diagnostic, evidence_error
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.runtime.classes import point_classes, projection
+from kvrules.runtime.encode import fields_problems
 from kvrules.runtime.events import Evaluation
-from kvrules.runtime.session import evaluate
+from kvrules.runtime.supervisor import EngineSupervisor
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
@@ -39,6 +40,27 @@ def catalogue_problems(cp: CompiledPolicy, facts: list[Fact]) -> list[Diagnostic
     return out
 
 
+def value_problems(facts: list[Fact]) -> list[Diagnostic]:
+    """Values the engine must never see (non-JSON, non-finite, huge strings) and repeated
+    fact ids (the engine rejects a repeated fact and then corrupts its session), as
+    ``fact_invalid`` diagnostics naming the file and JSON pointer."""
+    out = []
+    seen: set[str] = {"params"}
+    for fact in facts:
+        if fact.id in seen:
+            out.append(evidence_error(FACT_INVALID, f"{fact.type} fact id '{fact.id}' "
+                                      "appears twice", *fact.source()))
+        seen.add(fact.id)
+        for name, problem in fields_problems(fact.fields):
+            out.append(evidence_error(FACT_INVALID, f"{fact.type}.{name}: {problem}; "
+                                      "not sent to the rule engine", *fact.source(name)))
+    return out
+
+
+def _structural(diagnostics: list[Diagnostic]) -> bool:
+    return any(getattr(d, "code", None) in STRUCTURAL_CODES for d in diagnostics)
+
+
 class Classifier:
     """A compiled policy plus its evaluation memo; one per process (not shared by threads)."""
 
@@ -46,22 +68,34 @@ class Classifier:
         self.cp = cp
         self._memo: OrderedDict[str, Evaluation] = OrderedDict()
         self.evaluations = 0
+        self.engine = EngineSupervisor(cp)
+
+    def close(self) -> None:
+        """Stop the engine worker (it restarts on the next cell)."""
+        self.engine.close()
 
     def classify_facts(self, cell: CellFacts) -> CellVerdict:
         """Verdict of a cell from already extracted facts."""
         classes, class_of = point_classes(self.cp, cell.points, cell.peer_points)
         facts = cell.facts + classes
+        if _structural(cell.diagnostics):  # broken evidence never reaches the engine
+            return build_cell(self.cp, cell, Evaluation(), class_of, classes)
+        refused = value_problems(facts)
+        if refused:
+            cell = replace(cell, diagnostics=cell.diagnostics + refused)
+            return build_cell(self.cp, cell, Evaluation(), class_of, classes)
         problems = catalogue_problems(self.cp, facts)
         if problems:  # rules would read what the catalogue does not promise: fail closed
             cell = replace(cell, diagnostics=cell.diagnostics + problems)
         key = projection(self.cp, facts)
         ev = self._memo.get(key)
         if ev is None:
-            ev = evaluate(self.cp, facts)
+            ev, real = self.engine.evaluate(facts, cell.cell_id)
             self.evaluations += 1
-            self._memo[key] = ev
-            if len(self._memo) > MEMO_SIZE:
-                self._memo.popitem(last=False)
+            if real:  # a crash is not memoised: the next such cell gets a fresh worker
+                self._memo[key] = ev
+                if len(self._memo) > MEMO_SIZE:
+                    self._memo.popitem(last=False)
         else:
             self._memo.move_to_end(key)
         return build_cell(self.cp, cell, ev, class_of, classes)

@@ -9,6 +9,7 @@ Lists of strings get a sentinel first element so "contains none" holds on empty 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from kvrules.facts.jsontypes import json_type
@@ -97,3 +98,61 @@ MT_SPECIAL = set("()[]*+?%{}|.")
 def escape_prefix(text: str) -> str:
     """Escape text for durable's anchored ``$mt`` dialect (``%`` escapes specials)."""
     return "".join("%" + ch if ch in MT_SPECIAL else ch for ch in text)
+
+
+MAX_STRING = 64 * 1024
+"""Longest string (characters) sent to the engine: longer ones crash or are dropped by it."""
+MAX_DEPTH = 64
+"""Deepest nesting of lists/objects accepted in a fact value."""
+
+
+def value_problem(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` may not reach the engine (None when it may).
+
+    Only JSON types pass: None, bool, int within int64 (larger ints are tagged ``bigint``
+    text, so they are accepted), finite float, str up to MAX_STRING, list and dict (str
+    keys) of those. NonFiniteNumber markers, inf/nan and any other Python type are refused.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"non-finite number {value!r}"
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            return f"string of {len(value)} characters (the limit is {MAX_STRING})"
+        return None
+    if depth >= MAX_DEPTH:
+        return f"value nested deeper than {MAX_DEPTH} levels"
+    if isinstance(value, list):
+        for item in value:
+            problem = value_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"object key of type {type(key).__name__}"
+            problem = value_problem(key, depth + 1) or value_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    token = getattr(value, "token", None)
+    if isinstance(token, str):  # kvrules.artifacts.model.NonFiniteNumber
+        return f"non-finite number {token}"
+    return f"value of type {type(value).__name__} is not JSON"
+
+
+def fields_problems(fields: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for every field value the engine must not see."""
+    out = []
+    for name, value in fields.items():
+        if not isinstance(name, str):
+            out.append((str(name), f"field name of type {type(name).__name__}"))
+            continue
+        problem = value_problem(value)
+        if problem:
+            out.append((name, problem))
+    return out

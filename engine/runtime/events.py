@@ -35,3 +35,13 @@ class Evaluation:
     derived: list[DerivedFact] = field(default_factory=list)
     events: list[RuleFired] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+
+MAX_FAILURE_CHARS = 300
+"""engine_failure messages are cut to this length (no tracebacks in reports)."""
+
+
+def short(message: str, limit: int = MAX_FAILURE_CHARS) -> str:
+    """One line, at most ``limit`` characters."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -13,8 +13,6 @@ import re
 import threading
 from typing import Any, Callable
 
-import durable.engine as durable_engine
-from durable.engine import Host
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
 _MAYBE_EXPONENT = re.compile(r"[:,\[]\s*-?\d+(?:\.\d+)?[eE]")
@@ -35,41 +33,50 @@ class _JsonShim:
                              else f"{m.group(1)}.0{m.group(2)}", text)
 
 
-durable_engine.json = _JsonShim  # type: ignore[attr-defined]
-
 Action = Callable[[Any], None]
 
 
-class QuietHost(Host):  # type: ignore[misc]
-    """A durable Host without timer threads whose actions come from a registry."""
+def _quiet_host_class() -> type:
+    """QuietHost, defined on first use: durable-rules is imported only by the process that
+    runs the engine (the supervised worker), never merely by importing kvrules."""
+    import durable.engine as durable_engine
+    from durable.engine import Host
 
-    def __init__(self) -> None:
-        self.actions: dict[str, Action] = {}
-        super().__init__()
+    durable_engine.json = _JsonShim  # type: ignore[attr-defined]
 
-    def _run(self) -> None:  # no dispatcher / pulse threads
-        return None
+    class QuietHost(Host):  # type: ignore[misc]
+        """A durable Host without timer threads whose actions come from a registry."""
 
-    def get_action(self, action_name: str) -> Action:
-        return self.actions[action_name]
+        def __init__(self) -> None:
+            self.actions: dict[str, Action] = {}
+            super().__init__()
 
-    def register(self, name: str, definition: dict[str, Any], actions: dict[str, Action]) -> None:
-        """Register one ruleset under a unique name; ``definition`` is deep-copied."""
-        self.actions.update(actions)
-        self.register_rulesets({name: copy.deepcopy(definition)})
+        def _run(self) -> None:  # no dispatcher / pulse threads
+            return None
+
+        def get_action(self, action_name: str) -> Action:
+            return self.actions[action_name]
+
+        def register(self, name: str, definition: dict[str, Any],
+                     actions: dict[str, Action]) -> None:
+            """Register one ruleset under a unique name; ``definition`` is deep-copied."""
+            self.actions.update(actions)
+            self.register_rulesets({name: copy.deepcopy(definition)})
+
+    return QuietHost
 
 
-_HOST: QuietHost | None = None
+_HOST: Any = None
 _REGISTERED: set[str] = set()
 LOCK = threading.RLock()
 """Held for every engine call: durable-rules is not thread-safe."""
 
 
-def host() -> QuietHost:
-    """The process-wide host (created lazily, also in forked/spawned workers)."""
+def host() -> Any:
+    """The process-wide QuietHost (created lazily, also in forked/spawned workers)."""
     global _HOST
     if _HOST is None:
-        _HOST = QuietHost()
+        _HOST = _quiet_host_class()()
     return _HOST
 
 

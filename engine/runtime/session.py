@@ -19,9 +19,20 @@ from kvrules.policy.lower import NEG_OK
 from kvrules.policy.model import Action, Ref, Rule
 from kvrules.runtime import host as hostmod
 from kvrules.runtime.encode import absent_marker, encode_fact
-from kvrules.runtime.events import DerivedFact, Evaluation, RuleFired
+from kvrules.runtime.events import DerivedFact, Evaluation, RuleFired, short
 
 _SIDS = itertools.count(1)
+_TAINTED = False
+"""Set when the engine raised inside a session: that process must not call it again."""
+
+
+def tainted() -> bool:
+    """Whether an engine call raised in this process (its sessions may be corrupt)."""
+    return _TAINTED
+
+
+class DuplicateFactId(ValueError):
+    """Two facts of one evaluation share an id (the engine would reject the second)."""
 _PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
 
 
@@ -40,6 +51,8 @@ class _Context:
         self.counter = itertools.count(1)
 
     def add(self, fact_type: str, fact_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        if fact_id in self.types:  # never feed the engine a fact it rejects as observed
+            raise DuplicateFactId(f"fact id {fact_id!r} appears twice")
         self.types[fact_id] = fact_type
         self.fields[fact_id] = {**fields, "id": fact_id}
         encoded = encode_fact(fact_type, fact_id, fields, self.cp.list_fields.get(fact_type,
@@ -192,27 +205,37 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
         _CURRENT.append(ctx)
         try:
             for k, (name, definition) in enumerate(zip(names, cp.rulesets), start=1):
+                if _TAINTED:
+                    ctx.result.failures.append("engine: not run (an earlier engine call failed)")
+                    break
                 ctx.stratum = k
                 _neg_ok_facts(ctx, k)
                 if _has_rules(definition):
                     _run_session(engine, name, ctx)
         finally:
             _CURRENT.pop()
+    ctx.result.failures = [short(f) for f in ctx.result.failures]
     return ctx.result
 
 
 def _run_session(engine: Any, name: str, ctx: _Context) -> None:
+    global _TAINTED
     sid = str(next(_SIDS))
     batch = [dict(f, sid=sid) for f in ctx.encoded]
     try:
         engine.assert_facts(name, batch)
+    except Exception as exc:  # the session may be half-made: never touch it again
+        _TAINTED = True
+        ctx.result.failures.append(f"engine: {type(exc).__name__}: {exc}")
+        return
+    try:
         state = engine.get_state(name, sid)
         if state.get("exception"):
             ctx.result.failures.append(f"engine: {state['exception']}")
     except Exception as exc:
         ctx.result.failures.append(f"engine: {type(exc).__name__}: {exc}")
-    finally:
-        try:
-            engine.delete_state(name, sid)
-        except Exception:
-            pass
+    try:
+        engine.delete_state(name, sid)  # only a session assert_facts created
+    except Exception as exc:
+        _TAINTED = True
+        ctx.result.failures.append(f"engine: {type(exc).__name__}: {exc}")

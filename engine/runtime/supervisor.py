@@ -1,0 +1,210 @@
+"""durable-rules in a supervised worker process: an engine crash costs one cell, not the run.
+
+The C extension has memory defects (double frees, segfaults on odd input). The parent
+never imports it: one long-lived worker per classifier, forked on first use, evaluates
+cells sent over a pipe and answers with the :class:`Evaluation`. When the worker dies
+(signal or exit) the cell is retried once in a fresh worker; a second death gives the
+cell one short ``engine_failure`` and a new worker serves later cells.
+
+The worker ignores SIGINT/SIGTERM (the parent decides what an interrupt means and kills
+the worker), writes nothing (its stdout/stderr go to /dev/null) and exits when the pipe
+closes.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import faulthandler
+import multiprocessing
+import multiprocessing.util  # noqa: F401 - its atexit hook must be registered before ours
+import os
+import signal
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from kvrules.facts.model import Fact
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.runtime.events import Evaluation, short
+
+_CRASH_HOOK = "_KVRULES_TEST_ENGINE_CRASH"
+"""Test hook, read in the worker only: ``<cell_id>`` kills the worker on every evaluation
+of that cell, ``<cell_id>:once`` on the first attempt only (the retry succeeds)."""
+
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while forking: one arriving inside a fork hook would be
+    swallowed ("Exception ignored") and the run would go on. They are delivered on exit;
+    children start with them blocked and call :func:`child_signals` to ignore them."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def child_signals(*ignored: signal.Signals) -> None:
+    """In a forked child: ignore ``ignored``, then unblock what the parent held."""
+    for sig in ignored:
+        signal.signal(sig, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "no exit status"
+    if exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit status {exitcode}"
+
+
+def _test_crash(cell_id: str, attempt: int) -> None:
+    spec = os.environ.get(_CRASH_HOOK)
+    if not spec:
+        return
+    target, _, mode = spec.partition(":")
+    if target == cell_id and (mode != "once" or attempt == 0):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+_WORKER_NAME = "kvrules-engine"
+_PARENT_POLL = 1.0
+"""Seconds between checks that the parent is still alive (the pipe may be held open by
+other children that inherited it, so EOF alone does not prove the parent is gone)."""
+
+
+def _die_with_parent() -> None:
+    try:  # Linux: SIGKILL this process when the parent thread exits
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
+    _die_with_parent()
+    child_signals(signal.SIGINT, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    faulthandler.disable()  # it may hold its own copy of the parent's stderr
+    from kvrules.runtime import session  # durable-rules is imported here, never in the parent
+    while True:
+        try:
+            while not conn.poll(_PARENT_POLL):
+                if os.getppid() != parent_pid:
+                    os._exit(0)
+            cell_id, attempt, facts = conn.recv()
+        except (EOFError, OSError):
+            return
+        _test_crash(cell_id, attempt)
+        try:
+            result: Any = ("ok", session.evaluate(cp, facts))
+        except Exception as exc:  # noqa: BLE001 - reported as the cell's engine_failure
+            result = ("error", short(f"engine: {type(exc).__name__}: {exc}"))
+        conn.send(result)
+        if session.tainted():  # the engine raised mid-session: never reuse this process
+            conn.close()
+            os._exit(0)
+
+
+class EngineSupervisor:
+    """Evaluate cells on durable-rules in a child process (forked lazily, reused)."""
+
+    def __init__(self, cp: CompiledPolicy) -> None:
+        self.cp = cp
+        self._proc: Any = None
+        self._conn: Any = None
+        self.restarts = 0
+        _LIVE.add(self)
+
+    def _start(self) -> None:
+        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker_main, args=(self.cp, child, os.getpid()),
+                           daemon=True, name=_WORKER_NAME)
+        with signals_deferred():  # recorded before a held signal can unwind the caller
+            proc.start()
+            self._proc, self._conn = proc, parent
+            child.close()
+
+    def close(self) -> None:
+        """Stop the worker (a new one starts on the next evaluation)."""
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if conn is not None:
+            conn.close()
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+
+    def _attempt(self, cell_id: str, attempt: int, facts: list[Fact]) -> Any:
+        """("ok", Evaluation) | ("error", text) | ("died", exit description)."""
+        if self._proc is None or not self._proc.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._conn.send((cell_id, attempt, facts))
+            return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            proc = self._proc
+            if proc is not None:
+                proc.join(5)
+            died = _signal_name(proc.exitcode if proc is not None else None)
+            self.close()
+            self.restarts += 1
+            return ("died", died)
+        except BaseException:  # KeyboardInterrupt, SystemExit: the pipe is out of step
+            self.close()
+            raise
+
+    def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
+        """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
+        if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
+            from kvrules.runtime import session      # which may not have children
+            return session.evaluate(self.cp, facts), True
+        for attempt in range(2):
+            kind, value = self._attempt(cell_id, attempt, facts)
+            if kind == "ok":
+                return value, True
+            if kind == "error":
+                return Evaluation(failures=[value]), True
+            died = value
+        return Evaluation(failures=[short(
+            f"the rule engine crashed ({died}) evaluating this cell, twice; "
+            "the cell is not classified")]), False
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+_LIVE: "weakref.WeakSet[EngineSupervisor]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Kill engine workers at exit (before multiprocessing joins its children: the workers
+    ignore SIGTERM, so its terminate() would not stop them)."""
+    for supervisor in list(_LIVE):
+        supervisor.close()
+    for proc in multiprocessing.active_children():
+        if proc.name == _WORKER_NAME:  # one whose supervisor was already collected
+            proc.kill()
+            proc.join(5)
