@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+_POINT_TYPES = ("prefill", "decode")
 _COUNTS_MIN = (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
                ("total_kv_read_tokens", 0))
 
@@ -45,7 +46,7 @@ def results_ok(results: Any) -> bool:
 
 def _point_ok(point: Any) -> bool:
     """``$defs/point``: exact types (``type(x) is int`` also rules out booleans)."""
-    if type(point) is not dict or type(point.get("point_type")) is not str:
+    if type(point) is not dict or point.get("point_type") not in _POINT_TYPES:
         return False
     for name, low in _COUNTS_MIN:
         value = point.get(name)
