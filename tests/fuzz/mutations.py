@@ -157,12 +157,20 @@ def _odd_value(rnd: random.Random) -> tuple[str, Any]:
 Mutation = Callable[[random.Random, Path], "Applied | None"]
 
 
-def m_drop_key(rnd: random.Random, root: Path) -> Applied | None:
+def _pick_object_file(rnd: random.Random, root: Path) -> tuple[Path, Any] | None:
+    """A random JSON file of the mutant holding an object, decoded (None when there is none)."""
     files = [p for p in json_files(root) if isinstance(_load(p), dict)]
     if not files:
         return None
     path = rnd.choice(files)
-    doc = _load(path)
+    return path, _load(path)
+
+
+def m_drop_key(rnd: random.Random, root: Path) -> Applied | None:
+    picked = _pick_object_file(rnd, root)
+    if picked is None:
+        return None
+    path, doc = picked
     holders = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
     if not holders:
         return None
@@ -175,11 +183,10 @@ def m_drop_key(rnd: random.Random, root: Path) -> Applied | None:
 
 
 def m_set_type(rnd: random.Random, root: Path) -> Applied | None:
-    files = [p for p in json_files(root) if isinstance(_load(p), dict)]
-    if not files:
+    picked = _pick_object_file(rnd, root)
+    if picked is None:
         return None
-    path = rnd.choice(files)
-    doc = _load(path)
+    path, doc = picked
     nodes = _nodes(doc)[1:]
     if not nodes:
         return None
@@ -205,11 +212,10 @@ def m_lone_surrogate(rnd: random.Random, root: Path) -> Applied | None:
 
 
 def m_dup_json_key(rnd: random.Random, root: Path) -> Applied | None:
-    files = [p for p in json_files(root) if isinstance(_load(p), dict)]
-    if not files:
+    picked = _pick_object_file(rnd, root)
+    if picked is None:
         return None
-    path = rnd.choice(files)
-    doc = _load(path)
+    path, doc = picked
     holders = [(p, v) for p, v in _nodes(doc) if isinstance(v, dict) and v]
     if not holders:
         return None
