@@ -13,7 +13,7 @@ from kvrules.authoring.lint import CHECKS
 from kvrules.cli.rules import app
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.policy import codes
-from kvrules.policy.compiler import CHECK_PASSES
+from kvrules.pipeline import PASSES as CHECK_PASSES
 
 POLICIES = Path(__file__).resolve().parent / "files" / "policies"
 
@@ -173,7 +173,7 @@ def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Pa
 def test_lint_passes_are_inserted_after_stratify() -> None:
     names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
     assert names == ["load_yaml", "validate_schema", "build_model", "resolve_names",
-                     "check_types", "check_engine_limits", "stratify", "x",
+                     "check_types", "stratify", "x", "check_engine_limits",
                      "lower_to_durable"]
     with pytest.raises(ValueError):
         insert_after(CHECK_PASSES, "nope", ())

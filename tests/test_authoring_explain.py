@@ -15,7 +15,8 @@ from kvrules.authoring.policyinfo import deciders
 from kvrules.authoring.rulefacts import Evidence
 from kvrules.cli.app import app
 from kvrules.diagnostics import KvrulesUsageError
-from kvrules.policy.compiled import CompiledPolicy, compile_policy
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.pipeline import compile_policy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CELL = "fpm-llama31-8b-decode-tp1"

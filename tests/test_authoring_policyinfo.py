@@ -8,7 +8,7 @@ from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.policyinfo import FACT_KEYS, Proposal, deciders, proposals
 from kvrules.facts.extract import extract_cell
-from kvrules.policy.compiled import compile_policy
+from kvrules.pipeline import compile_policy
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
-from kvrules.policy.compiled import compile_policy
+from kvrules.pipeline import compile_policy
+from kvrules.pipeline import PASSES
 from kvrules.policy.compiler import run_passes
 
 HEADER = """\
@@ -28,7 +29,7 @@ def write(tmp_path: Path, rules: str, header: str = HEADER) -> Path:
 
 
 def diagnostics(tmp_path: Path, rules: str, header: str = HEADER) -> list[Diagnostic]:
-    return run_passes(write(tmp_path, rules, header)).diagnostics
+    return run_passes(write(tmp_path, rules, header), PASSES).diagnostics
 
 
 def diag(file: str, line: int, col: int, code: str, message: str, pointer: str = "",
@@ -140,7 +141,7 @@ def test_negation_cycle(tmp_path):
 
 def test_missing_header(tmp_path):
     (tmp_path / "rules.yaml").write_text("rules: []\n")
-    assert [d.code for d in run_passes(tmp_path).diagnostics] == ["rule_header_error"]
+    assert [d.code for d in run_passes(tmp_path, PASSES).diagnostics] == ["rule_header_error"]
 
 
 def test_invalid_policy_raises_usage_error_with_every_diagnostic(tmp_path):
@@ -161,7 +162,7 @@ def test_unknown_parameter_is_a_usage_error(tmp_path):
 
 def test_shipped_policy_compiles_clean_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    state = run_passes(None)
+    state = run_passes(None, PASSES)
     assert state.diagnostics == []
     assert state.policy is not None and state.policy.version == "dense_full_attention_v1"
 

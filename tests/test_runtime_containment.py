@@ -25,8 +25,8 @@ from kvrules.artifacts.load import load_cell
 from kvrules.artifacts.model import NonFiniteNumber
 from kvrules.diagnostics import RANK_SET_MISMATCH, evidence_error
 from kvrules.facts.extract import extract_cell
-from kvrules.runtime import encode
-from kvrules.runtime.supervisor import EngineSupervisor
+from kvrules.backend.durable import encode
+from kvrules.backend.durable.supervisor import EngineSupervisor
 
 CRASH = Path(__file__).resolve().parent / "files" / "crash"
 LONG_MARK = "@LONG@"

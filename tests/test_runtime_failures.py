@@ -7,7 +7,7 @@ from kvrules import api
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
-from kvrules.runtime import session
+from kvrules.backend.durable import session
 from kvrules.runtime.classes import point_classes
 
 

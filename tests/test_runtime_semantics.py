@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvrules.facts.model import Fact
-from kvrules.policy.compiled import CompiledPolicy, compile_policy
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.pipeline import compile_policy
 from kvrules.policy.evaluate import eval_expr
-from kvrules.runtime.session import evaluate
+from kvrules.backend.durable.session import evaluate
 
 WARMUP_TESTS = [
     {"enabled": True}, {"enabled": 1}, {"enabled": "1"}, {"enabled": None},

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.runtime.events import Evaluation, short
+from kvrules.backend.events import Evaluation, short
 
 _CRASH_HOOK = "_KVRULES_TEST_ENGINE_CRASH"
 """Test hook, read in the worker only: ``<cell_id>`` kills the worker on every evaluation
@@ -101,7 +101,7 @@ def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     faulthandler.disable()  # it may hold its own copy of the parent's stderr
-    from kvrules.runtime import session  # durable-rules is imported here, never in the parent
+    from kvrules.backend.durable import session  # durable-rules is imported here, never in the parent
     while True:
         try:
             while not conn.poll(_PARENT_POLL):
@@ -175,7 +175,7 @@ class EngineSupervisor:
     def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
         """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
         if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
-            from kvrules.runtime import session      # which may not have children
+            from kvrules.backend.durable import session      # which may not have children
             return session.evaluate(self.cp, facts), True
         for attempt in range(2):
             kind, value = self._attempt(cell_id, attempt, facts)

@@ -11,7 +11,7 @@ from typing import Any
 from kvrules.facts.model import Fact, PointRow
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.evaluate import MISSING, eval_atom
-from kvrules.runtime.encode import canonical
+from kvrules.facts.jsontypes import canonical
 
 
 def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:

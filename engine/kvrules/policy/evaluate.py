@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from kvrules.facts.jsontypes import json_type
 from kvrules.policy.model import Atom, Expr, Ref
-from kvrules.runtime.encode import canonical, value_type
+from kvrules.facts.jsontypes import canonical, value_type
 
 MISSING = object()
 

@@ -5,10 +5,11 @@ consumers can be fed either a live classification or a saved report.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kvrules.diagnostics import Diagnostic
+from kvrules.policy.model import PolicyIdentity as PolicyIdentity
 
 KVRULES_VERSION = "0.1.0"
 
@@ -132,20 +133,6 @@ class CellVerdict:
                    qualifications=quals,
                    points=tuple(PointVerdict.from_dict(p) for p in d.get("points", [])),
                    trace=tuple(d.get("trace", ())))
-
-
-@dataclass(frozen=True)
-class PolicyIdentity:
-    """Which policy produced a report: name, version and a digest of its files and parameters."""
-
-    name: str
-    version: str
-    digest: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "digest": self.digest,
-                "parameters": dict(sorted(self.parameters.items()))}
 
 
 @dataclass(frozen=True)

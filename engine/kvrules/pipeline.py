@@ -1,4 +1,7 @@
-"""Classify one cell: evidence → facts → point classes → engine → verdict.
+"""The pipeline, in one place: load → extract → point classes → backend → verdicts.
+
+Each stage is its own package and imports only the stages before it; this module is the
+only one that wires them together (``api`` and the CLI call it).
 
 A small bounded memo shares evaluations between cells whose rule-visible facts are
 identical (the rules read no cell identity), so a campaign of similar cells costs one
@@ -8,6 +11,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import replace
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any
 
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
@@ -17,14 +23,24 @@ from kvrules.diagnostics import FACT_INVALID, STRUCTURAL_CODES, Diagnostic, evid
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.compiled import compile_rules
+from kvrules.policy.compiler import PASSES as POLICY_PASSES, Pass
 from kvrules.runtime.classes import point_classes, projection
-from kvrules.runtime.encode import fields_problems
-from kvrules.runtime.events import Evaluation
-from kvrules.runtime.supervisor import EngineSupervisor
+from kvrules.backend import durable
+from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
 MEMO_SIZE = 256
+
+PASSES: tuple[tuple[str, Pass], ...] = POLICY_PASSES + durable.PASSES
+"""Every compiler pass: the policy's own, then the backend's (limits, lowering)."""
+
+
+def compile_policy(source: str | Path | Traversable | None = None,
+                   parameters: dict[str, Any] | None = None) -> CompiledPolicy:
+    """Compile a policy for the durable-rules backend (raises KvrulesUsageError)."""
+    return compile_rules(source, parameters, PASSES)
 
 
 def catalogue_problems(cp: CompiledPolicy, facts: list[Fact]) -> list[Diagnostic]:
@@ -51,7 +67,7 @@ def value_problems(facts: list[Fact]) -> list[Diagnostic]:
             out.append(evidence_error(FACT_INVALID, f"{fact.type} fact id '{fact.id}' "
                                       "appears twice", *fact.source()))
         seen.add(fact.id)
-        for name, problem in fields_problems(fact.fields):
+        for name, problem in durable.refused_fields(fact.fields):
             out.append(evidence_error(FACT_INVALID, f"{fact.type}.{name}: {problem}; "
                                       "not sent to the rule engine", *fact.source(name)))
     return out
@@ -68,7 +84,7 @@ class Classifier:
         self.cp = cp
         self._memo: OrderedDict[str, Evaluation] = OrderedDict()
         self.evaluations = 0
-        self.engine = EngineSupervisor(cp)
+        self.engine = durable.Backend(cp)
 
     def close(self) -> None:
         """Stop the engine worker (it restarts on the next cell)."""

@@ -13,7 +13,8 @@ from typing import Collection
 
 from kvrules.authoring.lint import CHECKS, Check, LintContext
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
-from kvrules.policy.compiler import CHECK_PASSES, CompileState, Pass, run_passes
+from kvrules.pipeline import PASSES as CHECK_PASSES
+from kvrules.policy.compiler import CompileState, Pass, run_passes
 
 LINT_AFTER = "stratify"
 """The compiler pass after which the lint passes run."""

@@ -18,8 +18,8 @@ from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.evaluate import atoms, eval_expr, first_failure
 from kvrules.policy.model import Atom, Pattern, Rule
 from kvrules.runtime.classes import point_classes
-from kvrules.runtime.events import Evaluation
-from kvrules.runtime.session import evaluate
+from kvrules.backend.events import Evaluation
+from kvrules.backend.durable.session import evaluate
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 

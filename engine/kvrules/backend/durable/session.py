@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.policy.lower import NEG_OK
+from kvrules.backend.durable.lower import NEG_OK
 from kvrules.policy.model import Action, Ref, Rule
-from kvrules.runtime import host as hostmod
-from kvrules.runtime.encode import absent_marker, encode_fact
-from kvrules.runtime.events import DerivedFact, Evaluation, RuleFired, short
+from kvrules.backend.durable import host as hostmod
+from kvrules.backend.durable.encode import absent_marker, encode_fact
+from kvrules.backend.events import DerivedFact, Evaluation, RuleFired, short
 
 _SIDS = itertools.count(1)
 _TAINTED = False
@@ -167,9 +167,9 @@ def _make_actions(cp: CompiledPolicy) -> dict[str, Callable[[Any], None]]:
 def ruleset_names(cp: CompiledPolicy) -> list[str]:
     """Versioned ruleset names, registered once per process."""
     tag = cp.identity.digest.split(":")[-1][:16]
-    names = [f"kvrules_{tag}_s{k + 1}" for k in range(len(cp.rulesets))]
+    names = [f"kvrules_{tag}_s{k + 1}" for k in range(len(cp.lowered))]
     actions = _make_actions(cp)
-    for name, definition in zip(names, cp.rulesets):
+    for name, definition in zip(names, cp.lowered):
         hostmod.ensure_registered(name, definition, actions)
     return names
 
@@ -204,7 +204,7 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
     with hostmod.LOCK:
         _CURRENT.append(ctx)
         try:
-            for k, (name, definition) in enumerate(zip(names, cp.rulesets), start=1):
+            for k, (name, definition) in enumerate(zip(names, cp.lowered), start=1):
                 if _TAINTED:
                     ctx.result.failures.append("engine: not run (an earlier engine call failed)")
                     break

@@ -1,9 +1,12 @@
 """Name JSON types the way JSON Schema does, so facts can say what kind of value was found."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 ABSENT = "absent"
+INT64_MAX = 2**63 - 1
+"""Integers beyond 64 bits compare by content only (the language's ``bigint``)."""
 
 
 def json_type(value: Any) -> str:
@@ -39,3 +42,16 @@ def pointer(*parts: object) -> str:
         s = str(p).replace("~", "~0").replace("/", "~1")
         out.append(s)
     return "/" + "/".join(out) if out else ""
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON text: identical content gives identical text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def value_type(value: Any) -> str:
+    """The JSON type, or ``bigint`` for an integer beyond 64 bits."""
+    kind = json_type(value)
+    if kind == "integer" and not -INT64_MAX <= value <= INT64_MAX:
+        return "bigint"
+    return kind

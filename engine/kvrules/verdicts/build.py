@@ -14,7 +14,7 @@ from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECID
                                  evidence_error, sort_diagnostics)
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.runtime.events import Evaluation
+from kvrules.backend.events import Evaluation
 from kvrules.verdicts.model import CellVerdict, FailedCondition, PointVerdict, Qualification
 
 

@@ -1,5 +1,5 @@
-"""A compiled policy: the parsed rules, their strata, the lowered rulesets and an analysis
-of which fields the rules read (used to share evaluations between identical inputs)."""
+"""A compiled policy: the parsed rules, their strata, what the backend lowered them to, and
+an analysis of which fields the rules read (used to share evaluations between identical inputs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,10 +9,10 @@ from typing import Any
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy import codes
-from kvrules.policy.compiler import CompileState, policy_digest, run_passes, template_refs
+from kvrules.policy.compiler import (PASSES, CompileState, Pass, policy_digest, run_passes,
+                                     template_refs)
 from kvrules.policy.evaluate import atoms
-from kvrules.policy.model import Atom, Policy, Ref, Rule
-from kvrules.verdicts.model import PolicyIdentity
+from kvrules.policy.model import Atom, Policy, PolicyIdentity, Ref, Rule
 
 
 @dataclass
@@ -23,7 +23,7 @@ class CompiledPolicy:
     parameters: dict[str, Any]
     fact_types: dict[str, dict[str, str]]
     strata: dict[str, int]
-    rulesets: list[dict[str, Any]]
+    lowered: Any
     identity: PolicyIdentity
     rules: dict[str, Rule] = field(default_factory=dict)
     read_fields: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -99,10 +99,13 @@ def resolve_parameters(policy: Policy, overrides: dict[str, Any] | None) -> dict
     return values
 
 
-def compile_policy(source: str | Path | Traversable | None = None,
-                   parameters: dict[str, Any] | None = None) -> CompiledPolicy:
-    """Compile a policy directory or raise KvrulesUsageError carrying every diagnostic."""
-    state: CompileState = run_passes(source)
+def compile_rules(source: str | Path | Traversable | None = None,
+                  parameters: dict[str, Any] | None = None,
+                  passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompiledPolicy:
+    """Compile a policy directory or raise KvrulesUsageError carrying every diagnostic.
+
+    ``passes`` are the policy's passes plus a backend's (see kvrules.pipeline)."""
+    state: CompileState = run_passes(source, passes)
     if state.failed or state.policy is None:
         errors = [d for d in state.diagnostics if d.severity == "error"]
         first = errors[0] if errors else None
@@ -113,7 +116,7 @@ def compile_policy(source: str | Path | Traversable | None = None,
     identity = PolicyIdentity(state.policy.name, state.policy.version,
                               policy_digest(state.files, values), values)
     cp = CompiledPolicy(policy=state.policy, parameters=values, fact_types=state.fact_types,
-                        strata=state.strata, rulesets=state.rulesets, identity=identity,
+                        strata=state.strata, lowered=state.lowered, identity=identity,
                         rules={r.id: r for r in state.policy.rules})
     _analyse(cp)
     return cp

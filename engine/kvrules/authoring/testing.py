@@ -18,7 +18,8 @@ from kvrules.authoring.joins import Traced, trace_cell
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
-from kvrules.policy.compiled import CompiledPolicy, compile_policy
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.pipeline import compile_policy
 from kvrules.verdicts.model import CellVerdict, PointVerdict
 
 Status = Literal["pass", "fail", "skip"]

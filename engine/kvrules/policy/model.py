@@ -137,3 +137,17 @@ class Policy:
     rules: list[Rule] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     header_loc: Loc = ("", 0, 0)
+
+
+@dataclass(frozen=True)
+class PolicyIdentity:
+    """Which policy produced a report: name, version and a digest of its files and parameters."""
+
+    name: str
+    version: str
+    digest: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "digest": self.digest,
+                "parameters": dict(sorted(self.parameters.items()))}

@@ -11,7 +11,7 @@ import typer
 from kvrules.authoring.explain import explain as explain_cell_or_point
 from kvrules.authoring.explain_report import render_explanation_json, render_explanation_text
 from kvrules.cli.common import usage_errors, write_text
-from kvrules.policy.compiled import compile_policy
+from kvrules.pipeline import compile_policy
 
 
 class Format(str, Enum):

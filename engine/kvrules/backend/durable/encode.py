@@ -8,21 +8,14 @@ Lists of strings get a sentinel first element so "contains none" holds on empty 
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-from kvrules.facts.jsontypes import json_type
+from kvrules.facts.jsontypes import INT64_MAX, canonical, value_type
 
 DISCRIMINATOR = "fact_"
 TYPE_SUFFIX = "__t"
 LIST_SENTINEL = "z:"
-INT64_MAX = 2**63 - 1
-
-
-def canonical(value: Any) -> str:
-    """Canonical JSON text: identical content gives identical text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def companion(field: str) -> str:
@@ -42,14 +35,6 @@ def encode_scalar(value: Any) -> Any:
     if isinstance(value, str):
         return "s:" + value
     return "j:" + canonical(value)
-
-
-def value_type(value: Any) -> str:
-    """The companion tag: the JSON type, or ``bigint`` for integers the engine would clamp."""
-    kind = json_type(value)
-    if kind == "integer" and not -INT64_MAX <= value <= INT64_MAX:
-        return "bigint"
-    return kind
 
 
 NUMERIC_SUFFIX = "__n"

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvrules.policy.evaluate import atoms as atoms_of
+from kvrules.policy.evaluate import atoms, atoms as atoms_of
+from kvrules.policy import codes
+from kvrules.policy.compiler import CompileState, Pass
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
-from kvrules.runtime.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
+from kvrules.backend.durable.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
                                     companion, encode_scalar, escape_prefix, value_type)
 
 ABSENT_TAG = "absent"
@@ -243,3 +245,60 @@ def sink_rules(fact_types: list[str]) -> dict[str, dict[str, Any]]:
              for t in fact_types}
     rules["session#open"] = {"all": [{"x": {DISCRIMINATOR: SESSION_FACT}}], "run": "sink#"}
     return rules
+
+
+def lower_to_durable(state: CompileState) -> None:
+    """One durable ruleset definition per stratum (probes one stratum before their rule)."""
+    policy = state.policy
+    assert policy is not None
+    top = max(state.strata.values(), default=1)
+    rulesets: list[dict[str, Any]] = [{} for _ in range(top)]
+    for rule in policy.rules:
+        k = state.strata[rule.id] - 1
+        try:
+            rulesets[k].update(lower_rule(rule))
+            if rule.negatives:
+                rulesets[k - 1].update(lower_probes(rule))
+        except ValueError as exc:
+            state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
+                        rule.pointer, rule.id)
+    kinds = sorted(state.fact_types) + [NEG_OK]
+    for k, ruleset in enumerate(rulesets, start=1):
+        ruleset.update(sink_rules(kinds))
+        if len(ruleset) > MAX_ENGINE_RULES:
+            state.error(codes.RULE_LIMIT_ERROR, f"stratum {k} needs {len(ruleset)} engine rules; "
+                        f"the engine takes at most {MAX_ENGINE_RULES}", policy.header_loc)
+    state.lowered = rulesets
+
+
+MAX_ENGINE_RULES = 4000
+"""durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
+MAX_CONSTANTS_PER_FIELD = 500
+"""durable-rules hangs with more than 511 distinct constants tested on one field."""
+
+
+def check_engine_limits(state: CompileState) -> None:
+    """Reject policies the engine would hang on: too many distinct constants per field."""
+    policy = state.policy
+    assert policy is not None
+    seen: dict[tuple[str, str], set[str]] = {}
+    first: dict[tuple[str, str], tuple[Rule, Any]] = {}
+    for rule in policy.rules:
+        for pattern in rule.patterns:
+            for atom in atoms(pattern.where):
+                if atom.op in ("eq", "in") and not isinstance(atom.operand, Ref):
+                    values = atom.operand if atom.op == "in" else [atom.operand]
+                    key = (pattern.fact, atom.field)
+                    seen.setdefault(key, set()).update(repr(v) for v in values)
+                    first.setdefault(key, (rule, atom))
+    for key, values in sorted(seen.items()):
+        if len(values) > MAX_CONSTANTS_PER_FIELD:
+            rule, atom = first[key]
+            state.error(codes.RULE_UNSUPPORTED, f"{key[0]}.{key[1]} is compared with "
+                        f"{len(values)} distinct values; the engine takes at most "
+                        f"{MAX_CONSTANTS_PER_FIELD}", atom.loc, atom.pointer, rule.id)
+
+
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("check_engine_limits", check_engine_limits), ("lower_to_durable", lower_to_durable))
+"""The backend's compiler passes, run after the policy's own."""

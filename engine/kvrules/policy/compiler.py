@@ -1,9 +1,9 @@
 """The policy compiler: an ordered tuple of named passes over a CompileState.
 
-``load_yaml → validate_schema → build_model → resolve_names → check_types → stratify →
-lower_to_durable``. Each pass appends diagnostics; the driver stops before lowering when
-anything failed, so a policy that compiles is one the runtime can evaluate safely.
-``kvrules rules check`` runs the passes up to lowering and prints the diagnostics.
+``load_yaml → validate_schema → build_model → resolve_names → check_types → stratify``,
+then the backend's passes (engine limits, lowering). Each pass appends diagnostics; the
+driver stops at a gate when anything failed, so a policy that compiles is one the runtime
+can evaluate safely. ``kvrules rules check`` runs the same passes and prints the diagnostics.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from kvrules.facts.jsontypes import json_type
 from kvrules.policy import codes
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
-from kvrules.policy.lower import NEG_OK, lower_probes, lower_rule, sink_rules
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
                                   Rule)
 from kvrules.policy.parse import Located, parse_header, parse_rule
@@ -43,7 +42,8 @@ class CompileState:
     policy: Policy | None = None
     fact_types: dict[str, dict[str, str]] = field(default_factory=dict)
     strata: dict[str, int] = field(default_factory=dict)
-    rulesets: list[dict[str, Any]] = field(default_factory=list)
+    lowered: Any = None
+    """What the backend made of the rules (opaque here)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     read_errors: dict[str, YamlSyntaxError] = field(default_factory=dict)
 
@@ -80,8 +80,11 @@ def _check_rule_count(state: CompileState) -> None:
     name, _ = max(counted, key=lambda c: c[1])
     line, col = position_of(state.docs[name][1], "/rules")
     state.error(codes.RULE_LIMIT_ERROR, f"the policy has {total} rules; kvrules takes at most "
-                f"{MAX_POLICY_RULES} (the engine takes at most {MAX_ENGINE_RULES} per ruleset, "
-                "probes and sinks included)", (name, line, col), "/rules")
+                f"{MAX_POLICY_RULES}", (name, line, col), "/rules")
+
+
+MAX_POLICY_RULES = 3000
+"""Most rules one policy may hold, checked before any later pass (bounds their cost)."""
 
 
 @lru_cache(maxsize=1)
@@ -368,69 +371,13 @@ def stratify(state: CompileState) -> None:
     state.strata = strata
 
 
-def lower_to_durable(state: CompileState) -> None:
-    """One durable ruleset definition per stratum (probes one stratum before their rule)."""
-    policy = state.policy
-    assert policy is not None
-    top = max(state.strata.values(), default=1)
-    rulesets: list[dict[str, Any]] = [{} for _ in range(top)]
-    for rule in policy.rules:
-        k = state.strata[rule.id] - 1
-        try:
-            rulesets[k].update(lower_rule(rule))
-            if rule.negatives:
-                rulesets[k - 1].update(lower_probes(rule))
-        except ValueError as exc:
-            state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
-                        rule.pointer, rule.id)
-    kinds = sorted(state.fact_types) + [NEG_OK]
-    for k, ruleset in enumerate(rulesets, start=1):
-        ruleset.update(sink_rules(kinds))
-        if len(ruleset) > MAX_ENGINE_RULES:
-            state.error(codes.RULE_LIMIT_ERROR, f"stratum {k} needs {len(ruleset)} engine rules; "
-                        f"the engine takes at most {MAX_ENGINE_RULES}", policy.header_loc)
-    state.rulesets = rulesets
-
-
-MAX_ENGINE_RULES = 4000
-"""durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
-MAX_POLICY_RULES = 3000
-"""Most rules one policy may hold, checked before any later pass (bounds their cost)."""
-MAX_CONSTANTS_PER_FIELD = 500
-"""durable-rules hangs with more than 511 distinct constants tested on one field."""
-
-
-def check_engine_limits(state: CompileState) -> None:
-    """Reject policies the engine would hang on: too many distinct constants per field."""
-    policy = state.policy
-    assert policy is not None
-    seen: dict[tuple[str, str], set[str]] = {}
-    first: dict[tuple[str, str], tuple[Rule, Any]] = {}
-    for rule in policy.rules:
-        for pattern in rule.patterns:
-            for atom in atoms(pattern.where):
-                if atom.op in ("eq", "in") and not isinstance(atom.operand, Ref):
-                    values = atom.operand if atom.op == "in" else [atom.operand]
-                    key = (pattern.fact, atom.field)
-                    seen.setdefault(key, set()).update(repr(v) for v in values)
-                    first.setdefault(key, (rule, atom))
-    for key, values in sorted(seen.items()):
-        if len(values) > MAX_CONSTANTS_PER_FIELD:
-            rule, atom = first[key]
-            state.error(codes.RULE_UNSUPPORTED, f"{key[0]}.{key[1]} is compared with "
-                        f"{len(values)} distinct values; the engine takes at most "
-                        f"{MAX_CONSTANTS_PER_FIELD}", atom.loc, atom.pointer, rule.id)
-
-
 Pass = Callable[[CompileState], None]
-CHECK_PASSES: tuple[tuple[str, Pass], ...] = (
+PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
     ("build_model", build_model), ("resolve_names", resolve_names),
-    ("check_types", check_types), ("check_engine_limits", check_engine_limits),
-    ("stratify", stratify), ("lower_to_durable", lower_to_durable))
-"""``rules check`` lowers too: the engine's size limits are checked on the lowered rulesets,
-so whatever ``rules check`` accepts, ``classify`` compiles and registers."""
-PASSES: tuple[tuple[str, Pass], ...] = CHECK_PASSES
+    ("check_types", check_types), ("stratify", stratify))
+"""The engine-neutral passes. A backend appends its own (limits, lowering): see
+:data:`kvrules.pipeline.PASSES`."""
 GATES = {"build_model", "resolve_names", "lower_to_durable"}
 """Passes that need every earlier pass clean (they would trip over broken input)."""
 

@@ -22,9 +22,10 @@ from kvrules.artifacts.discover import CellRef, discover
 from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
-from kvrules.policy.compiled import CompiledPolicy, compile_policy
-from kvrules.runtime.classifier import Classifier
-from kvrules.runtime.supervisor import child_signals, signals_deferred
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.pipeline import compile_policy
+from kvrules.pipeline import Classifier
+from kvrules.backend.durable.supervisor import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]

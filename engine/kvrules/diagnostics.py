@@ -6,7 +6,7 @@ jobs classify a corpus without try/except around every cell.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
 Severity = Literal["error", "warning", "info"]
