@@ -18,8 +18,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
-from kvrules.facts.jsontypes import json_type
-from kvrules.policy import codes
+from kvrules.policy import codes, operators
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
@@ -268,76 +267,31 @@ def _check_template(state: CompileState, rule: Rule, template: str, bound: dict[
         _check_ref(state, rule, ref, bound, loc, ptr)
 
 
-LIST_OPS = ("contains_any",)
-NUMBER_OPS = ("lt", "le", "gt", "ge")
-
-
 def check_types(state: CompileState) -> None:
-    """Operators and literals fit the declared field types; unsupported negations rejected."""
+    """Operators and literals fit the declared field types; unsupported negations rejected.
+
+    What fits is each operator's own declaration (:mod:`kvrules.policy.operators`)."""
     policy = state.policy
     assert policy is not None
     for rule in policy.rules:
         for pattern in rule.patterns:
             fields = state.fact_types.get(pattern.fact, {})
             for atom in atoms(pattern.where):
-                shape = _operand_problem(atom)
+                is_ref = isinstance(atom.operand, Ref)
+                shape = operators.operand_problem(atom.op, atom.operand, is_ref)
                 if shape:
                     state.error(codes.RULE_TYPE_ERROR, shape, atom.loc, atom.pointer, rule.id)
                     continue
                 kind = fields.get(atom.field)
                 if kind is not None:
-                    problem = _type_problem(kind, atom)
+                    problem = operators.type_problem(atom.op, atom.field, kind, atom.operand,
+                                                     is_ref)
                     if problem:
                         state.error(codes.RULE_TYPE_ERROR, problem, atom.loc, atom.pointer,
                                     rule.id)
-                if atom.negated and (atom.op == "starts_with" or (
-                        isinstance(atom.operand, Ref) and atom.op in NUMBER_OPS)):
+                if atom.negated and operators.negation_problem(atom.op, is_ref):
                     state.error(codes.RULE_UNSUPPORTED, f"'{atom.describe()}' cannot be "
                                 "negated", atom.loc, atom.pointer, rule.id)
-
-
-SCALARS = (str, int, float, bool, type(None))
-
-
-def _operand_problem(atom: Any) -> str | None:
-    """The operand has the shape the lowered engine condition needs. ``eq`` / ``in`` values
-    are encoded (any JSON value works), but comparisons pass their operand to the engine
-    as is (a list or mapping there is refused at registration, error 102/202, with no
-    location), ``in`` iterates a list and ``contains_any`` needs strings."""
-    op, operand = atom.op, atom.operand
-    if op in ("exists", "truthy", "is") or isinstance(operand, Ref):
-        return None
-    if op == "in" and not isinstance(operand, list):
-        return f"in needs a list of values, not {json_type(operand)} {operand!r}"
-    if op == "contains_any":
-        if not isinstance(operand, list):
-            return f"{op} needs a list of strings, not {json_type(operand)} {operand!r}"
-        bad = [v for v in operand if not isinstance(v, str)]
-        if bad:
-            return f"contains needs strings; {json_type(bad[0])} {bad[0]!r} is not one"
-    if op in NUMBER_OPS and (isinstance(operand, bool) or not isinstance(operand, SCALARS)):
-        return f"{op} needs a single value, not {json_type(operand)} {operand!r}"
-    if op == "starts_with" and not isinstance(operand, str):
-        return f"starts_with needs a string, not {json_type(operand)} {operand!r}"
-    return None
-
-
-def _type_problem(kind: str, atom: Any) -> str | None:
-    op, operand = atom.op, atom.operand
-    if op in LIST_OPS and kind not in ("string_list",):
-        return f"{op} needs a string_list field; '{atom.field}' is {kind}"
-    if kind == "string_list" and op not in LIST_OPS + ("exists",):
-        return f"'{atom.field}' is a string_list: use contains, contains_any or contains_none"
-    if isinstance(operand, Ref) or kind == "any" or op in ("exists", "truthy", "is"):
-        return None
-    values = operand if op == "in" else [operand]
-    if op in NUMBER_OPS and kind != "integer":
-        return f"{op} compares numbers; '{atom.field}' is {kind}"
-    for v in values:
-        lit = json_type(v)
-        if op in ("eq", "in") and lit != kind and not (kind == "integer" and lit == "number"):
-            return f"'{atom.field}' is {kind} but is compared with {lit} {v!r}"
-    return None
 
 
 def stratify(state: CompileState) -> None:

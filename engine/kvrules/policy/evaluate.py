@@ -9,74 +9,24 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kvrules.facts.jsontypes import json_type
 from kvrules.policy.model import Atom, Expr, Ref
-from kvrules.facts.jsontypes import canonical, value_type
-
-MISSING = object()
-
-
-def _is_number(v: Any) -> bool:
-    """Numbers the engine can compare: integers beyond int64 only compare by content."""
-    return value_type(v) in ("integer", "number")
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """Strict equality: same JSON type (numbers compare as numbers) and same content."""
-    if _is_number(a) and _is_number(b):
-        return bool(a == b)
-    return json_type(a) == json_type(b) and canonical(a) == canonical(b)
-
-
-def _equal_ref(a: Any, b: Any) -> bool:
-    """Equality with another fact's field: same JSON type tag and same content."""
-    return json_type(a) == json_type(b) and canonical(a) == canonical(b)
-
-
-def _compare(op: str, a: Any, b: Any) -> bool:
-    if not (_is_number(a) and _is_number(b)):
-        return False
-    return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[op]
-
-
-def _positive(atom: Atom, value: Any, other: Any) -> bool:
-    """The atom's test before negation (ops are canonical: see parse.CANONICAL)."""
-    op, operand = atom.op, atom.operand
-    if value is MISSING:
-        return False
-    if op == "exists":
-        return True
-    if isinstance(operand, Ref):
-        return _equal_ref(value, other) if op == "eq" else _compare(op, value, other)
-    if op == "eq":
-        return _equal(value, operand)
-    if op == "in":
-        return any(_equal(value, v) for v in operand)
-    if op in ("lt", "le", "gt", "ge"):
-        return _compare(op, value, operand)
-    if op == "truthy":
-        return bool(value)
-    if op == "is":
-        kind = value_type(value)
-        return kind == operand or (operand == "number" and kind == "integer")
-    if op == "starts_with":
-        return isinstance(value, str) and value.startswith(operand)
-    if op == "contains_any":
-        return isinstance(value, list) and any(v in value for v in operand)
-    raise ValueError(f"unknown operator {op}")
+from kvrules.policy.operators import MISSING, holds
 
 
 def eval_atom(atom: Atom, fields: Mapping[str, Any],
               env: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
     """Evaluate one atom on a fact's fields; refs are looked up in ``env`` (alias → fields).
 
-    A comparison with a referenced field that is absent does not hold (its negation does).
+    What each operator means is in :mod:`kvrules.policy.operators`; a comparison with a
+    referenced field that is absent does not hold (its negation does), except ``same_as``,
+    for which absent equals absent.
     """
     value = fields.get(atom.field, MISSING)
     other: Any = None
     if isinstance(atom.operand, Ref):
         other = (env or {}).get(atom.operand.alias, {}).get(atom.operand.field, MISSING)
-    result = False if other is MISSING else _positive(atom, value, other)
+    operand = other if isinstance(atom.operand, Ref) else atom.operand
+    result = holds(atom.op, value, operand, isinstance(atom.operand, Ref))
     return not result if atom.negated else result
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvrules.policy.operators import canonical_test
 from kvrules.policy.model import Action, Atom, Expr, Loc, Parameter, Pattern, Policy, Ref, Rule
 from kvrules.policy.yamlpos import Positions, position_of
 
@@ -37,22 +38,6 @@ def parse_test(field: str, test: Any, ptr: str, at: Located, negated: bool) -> E
     op, operand, flip = canonical_test(op, parse_operand(operand))
     atom = Atom(field, op, operand, negated != flip, ptr, at.loc(ptr))
     return Expr("atom", atom=atom)
-
-
-CANONICAL = {"ne": ("eq", True), "not_in": ("in", True), "contains": ("contains_any", False),
-             "contains_none": ("contains_any", True)}
-
-
-def canonical_test(op: str, operand: Any) -> tuple[str, Any, bool]:
-    """Reduce to canonical operators: (op, operand, negate?)."""
-    if op == "exists":
-        return "exists", True, operand is False
-    if op == "truthy":
-        return "truthy", True, operand is False
-    if op in CANONICAL:
-        new_op, flip = CANONICAL[op]
-        return new_op, [operand] if op == "contains" else operand, flip
-    return op, operand, False
 
 
 def parse_where(where: dict[str, Any], ptr: str, at: Located, negated: bool = False) -> Expr:

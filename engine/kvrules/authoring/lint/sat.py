@@ -7,7 +7,9 @@ from it. A condition ``x`` is satisfiable when some candidate value of ``x`` pas
 test on ``x``. The candidates cover every distinction the tests can draw: absence, each
 JSON type, each literal, values on and around every numeric bound (integers and fractions),
 strings on and after every prefix, a fresh string, and lists that pick an element of every
-required ``contains`` set outside every forbidden one. Tests with ``{ref: ...}`` operands
+required ``contains`` set outside every forbidden one, plus each operator's own witnesses
+(:mod:`kvrules.policy.operators`: list lengths around a bound, agreeing and disagreeing
+lists of objects). Tests with ``{ref: ...}`` operands
 are dropped (unconstrained), which can only make more things satisfiable: the procedure
 may miss a contradiction, never invent one.
 """
@@ -17,6 +19,7 @@ import math
 from typing import Any, Callable, Iterable, Sequence
 
 from kvrules.policy.evaluate import MISSING, eval_atom
+from kvrules.policy import operators
 from kvrules.policy.model import Atom, Expr, Ref
 
 DNF_LIMIT = 512
@@ -108,6 +111,8 @@ def candidates(tests: Sequence[Atom], kind: str = "any") -> Iterable[Any]:
     pool += _numbers([v for v in literals if _is_number(v)])
     pool += _strings([t.operand for t in tests if t.op == "starts_with"])
     pool += _lists(tests)
+    pool += [w for t in tests if not isinstance(t.operand, Ref)
+             for w in operators.witnesses(t.op, t.operand)]
     allowed = KINDS.get(kind)
     for value in pool:
         if value is MISSING or allowed is None or _fits(value, kind):

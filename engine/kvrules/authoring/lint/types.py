@@ -11,11 +11,10 @@ from typing import Any, ClassVar, Iterator
 
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.facts.jsontypes import json_type
-from kvrules.policy import codes
+from kvrules.policy import codes, operators
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Action, Atom, Pattern, Ref
 
-ORDER_OPS = ("lt", "le", "gt", "ge")
 LITERAL_FITS = {"string": ("string",), "integer": ("integer",), "boolean": ("boolean",),
                 "string_list": ("array",)}
 
@@ -86,7 +85,7 @@ def _ref_problem(ctx: LintContext, pattern: Pattern, atom: Atom,
     if left is None or right is None:
         return None  # unknown names are the compiler's findings
     here, there = f"{pattern.fact}.{atom.field}", f"{env[ref.alias]}.{ref.field}"
-    if atom.op in ORDER_OPS:
+    if operators.OPERATORS[atom.op].orders:
         odd = [(n, k) for n, k in ((here, left), (there, right)) if k not in ("integer", "any")]
         if odd:
             return f"{atom.op} compares numbers; '{odd[0][0]}' is {odd[0][1]}"

@@ -39,12 +39,14 @@ def encode_scalar(value: Any) -> Any:
 
 NUMERIC_SUFFIX = "__n"
 TRUTHY_SUFFIX = "__b"
+LENGTH_SUFFIX = "__len"
+AGREE_SUFFIX = "__ag"
 ABSENT_MARK = "x:"
 
 
 def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[str, Any]:
     """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
-    ``__b`` truthiness (1/0). Companions keep compiled conditions flat (no DNF blow-up) and
+    ``__b`` truthiness (1/0), and for lists ``__len`` and the ``agree_on`` flags. Companions keep compiled conditions flat (no DNF blow-up) and
     are always present with their field, so joins on them never hit a missing field."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
@@ -57,6 +59,23 @@ def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[s
             and value_type(value) != "bigint"
         out[name + NUMERIC_SUFFIX] = 1 if numeric else 0
         out[name + TRUTHY_SUFFIX] = 1 if value else 0
+        if isinstance(value, list):
+            out[name + LENGTH_SUFFIX] = len(value)
+            out.update(agreement(name, value))
+    return out
+
+
+def agreement(name: str, items: list[Any]) -> dict[str, int]:
+    """Engine companions of a list for ``agree_on``: ``<name>__ag`` is 1 when every item
+    is an object, and ``<name>__ag_<key>`` is 1 when the items agree on ``key`` (same JSON
+    type and content, or all lacking it), for every key some item holds."""
+    if not all(isinstance(i, dict) for i in items):
+        return {name + AGREE_SUFFIX: 0}
+    out = {name + AGREE_SUFFIX: 1}
+    keys = sorted({k for i in items for k in i if isinstance(k, str)})
+    for key in keys:
+        seen = {(value_type(i[key]), canonical(i[key])) if key in i else None for i in items}
+        out[f"{name}{AGREE_SUFFIX}_{key}"] = 1 if len(seen) == 1 else 0
     return out
 
 

@@ -8,14 +8,17 @@ candidate binding without a witness. durable's own ``$not`` is never used.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kvrules.policy.evaluate import atoms, atoms as atoms_of
 from kvrules.policy import codes
 from kvrules.policy.compiler import CompileState, Pass
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
-from kvrules.backend.durable.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
-                                    companion, encode_scalar, escape_prefix, value_type)
+from kvrules.policy.operators import OPERATORS
+from kvrules.backend.durable.encode import (ABSENT_MARK, AGREE_SUFFIX, DISCRIMINATOR,
+                                           LENGTH_SUFFIX, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
+                                           companion, encode_scalar, escape_prefix,
+                                           value_type)
 
 ABSENT_TAG = "absent"
 NEG_OK = "neg_ok"
@@ -73,6 +76,10 @@ def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
     f, t = atom.field, companion(atom.field)
     source = "$m" if ref.alias == alias else ref.alias
     other, other_t = {source: ref.field}, {source: companion(ref.field)}
+    if atom.op == "same_as":  # absent markers on both sides: absent equals absent
+        if atom.negated:
+            return {"$or": [{"$neq": {f: other}}, {"$neq": {t: other_t}}]}
+        return {"$and": [{f: other}, {t: other_t}]}
     if atom.op == "eq" and not atom.negated:
         return {"$and": [{"$neq": {t: ABSENT_TAG}}, {f: other}, {t: other_t}]}
     if atom.op == "eq":
@@ -84,39 +91,105 @@ def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
     return {"$and": [{_num(f): 1}, {_num(f): other_n}, {DIRECT[atom.op]: {f: other}}]}
 
 
-def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
-    """The engine condition for one atom (raises ValueError for unsupported negations)."""
-    f, op, v, neg = atom.field, atom.op, atom.operand, atom.negated
-    if isinstance(v, Ref):
-        return _ref_atom(atom, alias)
-    if op == "exists":
-        return _absent(f) if neg else _present(f)
-    if op == "eq":
-        return _ne_literal(f, v) if neg else _eq_literal(f, v)
-    if op == "in":
-        if neg:
-            return {"$or": [{"$nex": {f: 1}}, {"$and": [_ne_present(f, x) for x in v]}]}
-        return {"$or": [_eq_literal(f, x) for x in v]}
-    if op in DIRECT:
+def _lower_eq(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    return _ne_literal(f, v) if neg else _eq_literal(f, v)
+
+
+def _lower_in(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    if neg:
+        return {"$or": [{"$nex": {f: 1}}, {"$and": [_ne_present(f, x) for x in v]}]}
+    return {"$or": [_eq_literal(f, x) for x in v]}
+
+
+def _lower_order(op: str) -> Lowering:
+    def lower(f: str, v: Any, neg: bool) -> dict[str, Any]:
         if neg:
             return {"$or": [{"$nex": {_num(f): 1}}, {_num(f): 0}, {INVERSE[op]: {f: v}}]}
         return {"$and": [{_num(f): 1}, {DIRECT[op]: {f: v}}]}
-    if op == "truthy":
-        b = f + TRUTHY_SUFFIX
-        return {"$or": [{"$nex": {b: 1}}, {b: 0}]} if neg else {b: 1}
-    if op == "is":
-        return _is(f, v, neg)
-    if op == "starts_with":
-        if neg:
-            raise ValueError("starts_with cannot be negated")
-        return {"$mt": {f: "s:" + escape_prefix(v) + ".*"}}
-    if op == "contains_any":
-        items = ["s:" + x for x in v]
-        if neg:
-            return {"$or": [{"$nex": {f: 1}},
-                            {"$and": [{"$iall": {f: {"$neq": {"$i": x}}}} for x in items]}]}
-        return {"$or": [{"$iany": {f: {"$i": x}}} for x in items]}
-    raise ValueError(f"unknown operator {op}")
+    return lower
+
+
+def _lower_exists(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    return _absent(f) if neg else _present(f)
+
+
+def _lower_truthy(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    b = f + TRUTHY_SUFFIX
+    return {"$or": [{"$nex": {b: 1}}, {b: 0}]} if neg else {b: 1}
+
+
+def _lower_is(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    if v == ABSENT_TAG:
+        return _present(f) if neg else _absent(f)
+    return _is(f, v, neg)
+
+
+def _lower_starts_with(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    if neg:
+        raise ValueError("starts_with cannot be negated")
+    return {"$mt": {f: "s:" + escape_prefix(v) + ".*"}}
+
+
+def _lower_contains_any(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    items = ["s:" + x for x in v]
+    if neg:
+        return {"$or": [{"$nex": {f: 1}},
+                        {"$and": [{"$iall": {f: {"$neq": {"$i": x}}}} for x in items]}]}
+    return {"$or": [{"$iany": {f: {"$i": x}}} for x in items]}
+
+
+LENGTH_OPS = {"eq": ("$eq", "$neq"), "ne": ("$neq", "$eq"), "lt": ("$lt", "$gte"),
+              "le": ("$lte", "$gt"), "gt": ("$gt", "$lte"), "ge": ("$gte", "$lt")}
+
+
+def _cmp(op: str, field: str, value: Any) -> dict[str, Any]:
+    return {field: value} if op == "$eq" else {op: {field: value}}
+
+
+def _lower_length(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    """Lists carry a ``__len`` companion (see encode.encode_fields)."""
+    (cmp, n), = v.items()
+    direct, inverse = LENGTH_OPS[cmp]
+    t, n_field = companion(f), f + LENGTH_SUFFIX
+    if neg:
+        return {"$or": [{"$nex": {t: 1}}, {"$neq": {t: "array"}}, _cmp(inverse, n_field, n)]}
+    return {"$and": [{t: "array"}, _cmp(direct, n_field, n)]}
+
+
+def _lower_agree_on(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    """Lists of objects carry ``__ag`` (1: every item is an object) and one ``__ag_<key>``
+    per key some item holds (1: the items agree on it); a key no item holds agrees."""
+    ok = f + AGREE_SUFFIX
+    keys = [f"{ok}_{k}" for k in v]
+    if neg:
+        return {"$or": [{"$nex": {ok: 1}}, {ok: 0}] + [{k: 0} for k in keys]}
+    return {"$and": [{ok: 1}] + [{"$or": [{"$nex": {k: 1}}, {k: 1}]} for k in keys]}
+
+
+def _lower_same_as(f: str, v: Any, neg: bool) -> dict[str, Any]:
+    raise ValueError("same_as needs a {ref: ...} operand")
+
+
+Lowering = Callable[[str, Any, bool], dict[str, Any]]
+LOWERINGS: dict[str, Lowering] = {
+    "eq": _lower_eq, "in": _lower_in, "lt": _lower_order("lt"), "le": _lower_order("le"),
+    "gt": _lower_order("gt"), "ge": _lower_order("ge"), "exists": _lower_exists,
+    "truthy": _lower_truthy, "is": _lower_is, "starts_with": _lower_starts_with,
+    "contains_any": _lower_contains_any, "length": _lower_length,
+    "agree_on": _lower_agree_on, "same_as": _lower_same_as,
+}
+"""The engine condition of every registry operator (kvrules.policy.operators) with a
+literal operand: ``(field, operand, negated) -> condition``. Refs: see :func:`_ref_atom`."""
+
+
+def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
+    """The engine condition for one atom (raises ValueError for unsupported negations)."""
+    if isinstance(atom.operand, Ref):
+        return _ref_atom(atom, alias)
+    lowering = LOWERINGS.get(atom.op)
+    if lowering is None:
+        raise ValueError(f"unknown operator {atom.op}")
+    return lowering(atom.field, atom.operand, atom.negated)
 
 
 def _flatten(key: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -286,8 +359,9 @@ def check_engine_limits(state: CompileState) -> None:
     for rule in policy.rules:
         for pattern in rule.patterns:
             for atom in atoms(pattern.where):
-                if atom.op in ("eq", "in") and not isinstance(atom.operand, Ref):
-                    values = atom.operand if atom.op == "in" else [atom.operand]
+                values = [] if isinstance(atom.operand, Ref) else \
+                    OPERATORS[atom.op].content_values(atom.operand)
+                if values:
                     key = (pattern.fact, atom.field)
                     seen.setdefault(key, set()).update(repr(v) for v in values)
                     first.setdefault(key, (rule, atom))
