@@ -9,10 +9,12 @@ Compact facts name each fact by what identifies it: ``cell``, ``plan``, ``proven
 ``cache_spec`` by ``rank.group`` or ``rank.group.spec``, ``model_section`` by section and
 ``points`` by benchmark_id. Merging is per key; the value ``<absent>`` removes a field or a
 whole fact (absent is not null). The runner fills in only what the extractor computes
-rather than reads: the identifying fields, counts (``rank_count``, ``warmup_views``,
-``rank_views``, ``group_count``, ``spec_count``), ``has_plan``/``has_provenance``,
+rather than reads: the identifying fields, ``cell.ranks``, the cell's ``kvwarm`` (K, the
+lowest rank's warmup), a kvwarm ``block``'s triple when only the block is given, a point's
+``rank``/``on_ranks``/``views`` (one rank holding it, agreeing with itself),
 ``native_skip_reason`` and empty ``sample_reasons``; point coordinates default to the cell's
 workload kind, batch size 1, no prefill tokens and 128 (decode) or 0 (prefill) KV tokens.
+Objects and lists are written as values (``block: {}``, ``groups: [...]``).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
+from kvrules.facts.extract import VIEW_KEYS, WARMUP_KEYS
 from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.policy.catalogue import base_catalogue, check_fact_fields
 from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
@@ -162,62 +165,63 @@ def cell_facts(compact: dict[str, Any]) -> CellFacts:
     warmups = {int(k): _clean(v) for k, v in c.get("warmup", {}).items() if v != ABSENT}
     ranks = {int(k): _clean(v) for k, v in c.get("rank", {}).items() if v != ABSENT}
     specs = {k: _clean(v) for k, v in c.get("cache_spec", {}).items() if v != ABSENT}
-    cell = {"cell_id": "cell", "has_plan": "plan" in c, "has_provenance": "provenance" in c,
-            "rank_count": len(set(ranks) | set(warmups)),
-            "warmup_views": len({_view(w) for w in warmups.values()}),
-            **_clean(c.get("cell", {}))}
+    all_ranks = sorted(set(ranks) | set(warmups))
+    cell = {"cell_id": "cell", "ranks": all_ranks, **_clean(c.get("cell", {}))}
     facts = [_fact("cell", "cell", cell)]
-    for r in sorted(set(ranks) | set(warmups)):
+    if warmups:
+        low = min(warmups)
+        facts.append(_fact("kvwarm", "kvwarm", _warmup_fields(low, warmups[low])))
+    for r in all_ranks:
         if r in warmups:
-            facts.append(_fact("warmup", f"warmup{r}", {"rank": r, **warmups[r]}))
+            facts.append(_fact("warmup", f"warmup{r}", _warmup_fields(r, warmups[r])))
         if r in ranks:
-            facts.append(_fact("rank", f"rank{r}", _rank_fields(r, ranks[r], specs)))
-    facts += [_fact("cache_spec", f"spec{k}", _spec_fields(k, v, specs))
+            facts.append(_fact("rank", f"rank{r}", {"rank": r, **ranks[r]}))
+    facts += [_fact("cache_spec", f"spec{k}", _spec_fields(k, v))
               for k, v in sorted(specs.items())]
     for name in ("plan", "provenance"):
         if name in c:
             facts.append(_fact(name, name, _clean(c[name])))
     facts += [_fact("model_section", f"section.{k}", {"section": k, **_clean(v)})
               for k, v in c.get("model_section", {}).items() if v != ABSENT]
-    facts.append(_fact("launch", "launch", {"overrides_present": False,
-                                            **_clean(c.get("launch", {}))}))
+    facts.append(_fact("launch", "launch", _clean(c.get("launch", {}))))
     kind = cell.get("workload_kind")
-    points = [PointRow(_fact("point", f"p{k}", _point_fields(int(k), v, kind)))
+    points = [PointRow(_fact("point", f"p{k}", _point_fields(int(k), v, kind, all_ranks)))
               for k, v in c.get("points", {}).items() if v != ABSENT]
     points.sort(key=lambda p: p.benchmark_id)
     return CellFacts("facts", str(cell["cell_id"]), kind if isinstance(kind, str) else None,
                      facts, points)
 
 
-def _view(warmup: dict[str, Any]) -> str:
-    keys = ("present", "block", "enabled", "warm_eligible", "skip_reason")
-    return json.dumps([warmup.get(k, ABSENT) for k in keys], sort_keys=True)
-
-
-def _rank_fields(r: int, fields: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
+def _warmup_fields(r: int, fields: dict[str, Any]) -> dict[str, Any]:
+    """A rank's warmup as the extractor copies it: the triple comes out of an object block
+    unless the case gives it."""
     out = {"rank": r, **fields}
-    if out.get("groups") == "array":
-        out.setdefault("group_count", sum(1 for k in specs if k.count(".") == 1
-                                          and k.startswith(f"{r}.")))
+    block = out.get("block")
+    if isinstance(block, dict):
+        for key in WARMUP_KEYS:
+            if key in block:
+                out.setdefault(key, block[key])
     return out
 
 
-def _spec_fields(key: str, fields: dict[str, Any], specs: dict[str, Any]) -> dict[str, Any]:
+def _spec_fields(key: str, fields: dict[str, Any]) -> dict[str, Any]:
     parts = [int(p) for p in key.split(".")]
     out: dict[str, Any] = {"rank": parts[0], "group_index": parts[1]}
     if len(parts) == 3:
         out["spec_index"] = parts[2]
     out.update(fields)
-    if out.get("specs") == "array" and len(parts) == 2:
-        out.setdefault("spec_count", sum(1 for k in specs if k.startswith(f"{key}.")))
     return out
 
 
-def _point_fields(bid: int, fields: dict[str, Any], kind: Any) -> dict[str, Any]:
+def _point_fields(bid: int, fields: dict[str, Any], kind: Any,
+                  ranks: list[int]) -> dict[str, Any]:
     point_type = fields.get("point_type", kind if isinstance(kind, str) else "decode")
     out = {"benchmark_id": bid, "point_type": point_type, "batch_size": 1,
-           "total_prefill_tokens": 0, "sample_reasons": [], "rank_views": 1,
-           "total_kv_read_tokens": 0 if point_type == "prefill" else 128, **fields}
+           "total_prefill_tokens": 0, "sample_reasons": [], "rank": min(ranks, default=0),
+           "on_ranks": ranks, "total_kv_read_tokens": 0 if point_type == "prefill" else 128,
+           **fields}
+    if "views" not in out:
+        out["views"] = [{k: out[k] for k in VIEW_KEYS + ("native_regime",) if k in out}]
     native = out.get("native_regime")
     if isinstance(native, str) and native.startswith("skip:"):
         out.setdefault("native_skip_reason", native[len("skip:"):])

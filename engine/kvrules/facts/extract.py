@@ -1,8 +1,10 @@
 """Turn one cell's evidence into facts. Copies values as found; judges nothing.
 
-Every fact field is either the raw JSON value found at a documented place, the JSON type
-found there (``*_block`` / ``engine`` / ``shape`` fields), a count, a digest, or a split of
-a producer format (``skip:<reason>``, ``run.sh``). Absent evidence is an absent field.
+Every fact field is the raw JSON value found at a documented place (objects and lists
+included: the rules test their type, length and agreement with the language's operators),
+a position in the evidence (``rank``, ``group_index``, the ranks holding a point), a digest,
+or a split of a producer format (``skip:<reason>``, ``run.sh``). Absent evidence is an absent
+field; no field is a count, a JSON type name or a presence flag.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import shlex
 from typing import Any, Iterable
 
 from kvrules.artifacts.model import CellEvidence, Document, NonFiniteNumber
-from kvrules.facts.jsontypes import ABSENT, json_type, pointer, type_of_key
+from kvrules.facts.jsontypes import pointer
 from kvrules.facts.model import CellFacts, Fact, PointRow
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -26,7 +28,8 @@ POINT_PATHS = {"native_regime": "/kv_seed_regime", "native_skip_reason": "/kv_se
                "sample_reasons": "/point/sample_reasons", "point_type": "/point/point_type",
                "total_kv_read_tokens": "/point/total_kv_read_tokens",
                "batch_size": "/point/batch_size", "benchmark_id": "/point/benchmark_id",
-               "total_prefill_tokens": "/point/total_prefill_tokens"}
+               "total_prefill_tokens": "/point/total_prefill_tokens",
+               "rank": "", "on_ranks": "/point/benchmark_id", "views": ""}
 """Pointer suffixes of point fields below ``/results/<i>`` (shared by every point fact)."""
 
 
@@ -106,6 +109,8 @@ def resolve_overrides(data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]
 def extract_cell(ev: CellEvidence) -> CellFacts:
     """All facts of one cell, in a fixed order with structure-derived ids."""
     facts: list[Fact] = [_cell_fact(ev)]
+    if ev.ranks:
+        facts.append(_kvwarm_fact(ev.ranks[0]))
     for doc in ev.ranks:
         facts.append(_warmup_fact(doc))
         facts.append(_rank_fact(doc))
@@ -138,10 +143,7 @@ def _unique_ids(facts: list[Fact]) -> list[Fact]:
 
 def _cell_fact(ev: CellEvidence) -> Fact:
     plan_cell = ev.plan_cell or {}
-    fields: dict[str, Any] = {"cell_id": ev.cell_id, "has_plan": ev.plan_cell is not None,
-                              "rank_count": len(ev.ranks),
-                              "warmup_views": len({_warmup_view(d.data) for d in ev.ranks}),
-                              "has_provenance": bool(ev.provenance)}
+    fields: dict[str, Any] = {"cell_id": ev.cell_id, "ranks": [_rank_of(d) for d in ev.ranks]}
     if ev.workload_kind is not None:
         fields["workload_kind"] = ev.workload_kind
     _copy(fields, "parallel_strategy", plan_cell, "parallel_strategy")
@@ -156,33 +158,37 @@ def _cell_fact(ev: CellEvidence) -> Fact:
     return Fact("cell", "cell", fields, sources)
 
 
-def _warmup_view(data: dict[str, Any]) -> str:
-    """A canonical text of the warm-up triple and presence, to count distinct views."""
-    if "kvwarm" not in data:
-        return "absent"
-    k = data["kvwarm"]
-    if not isinstance(k, dict):
-        return _json_text(["present", k], False)
-    return _json_text(["present", k.get("enabled", ABSENT), k.get("warm_eligible", ABSENT),
-                       k.get("skip_reason", ABSENT)], False)
-
-
 def _rank_of(doc: Document) -> int:
     return int(doc.data["dp"]["rank"])
 
 
-def _warmup_fact(doc: Document) -> Fact:
-    rank = _rank_of(doc)
+WARMUP_KEYS = ("enabled", "warm_eligible", "skip_reason")
+
+
+def _warmup_fields(doc: Document) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
+    """One artifact's kvwarm block as found (``block`` absent when the key is) and the
+    keys of the triple copied out of it when it is an object."""
     data = doc.data
-    fields: dict[str, Any] = {"rank": rank, "present": "kvwarm" in data,
-                              "block": type_of_key(data, "kvwarm")}
-    block = data.get("kvwarm")
-    for key in ("enabled", "warm_eligible", "skip_reason"):
-        _copy(fields, key, block, key)
-    sources = {"": (doc.relpath, pointer("kvwarm"))}
-    for key in ("enabled", "warm_eligible", "skip_reason"):
+    fields: dict[str, Any] = {"rank": _rank_of(doc)}
+    _copy(fields, "block", data, "kvwarm")
+    for key in WARMUP_KEYS:
+        _copy(fields, key, data.get("kvwarm"), key)
+    sources = {"": (doc.relpath, pointer("kvwarm")), "block": (doc.relpath, pointer("kvwarm"))}
+    for key in WARMUP_KEYS:
         sources[key] = (doc.relpath, pointer("kvwarm", key))
-    return Fact("warmup", f"warmup{rank}", fields, sources)
+    return fields, sources
+
+
+def _kvwarm_fact(doc: Document) -> Fact:
+    """The spec's K, the cell's kvwarm block: that of the first rank artifact (the lowest
+    dp.rank); every other rank must report the same (dp_warmup_disagreement)."""
+    fields, sources = _warmup_fields(doc)
+    return Fact("kvwarm", "kvwarm", fields, sources)
+
+
+def _warmup_fact(doc: Document) -> Fact:
+    fields, sources = _warmup_fields(doc)
+    return Fact("warmup", f"warmup{fields['rank']}", fields, sources)
 
 
 def _rank_fact(doc: Document) -> Fact:
@@ -190,23 +196,22 @@ def _rank_fact(doc: Document) -> Fact:
     engine = doc.data.get("engine")
     model, parallel = _obj(engine, "model"), _obj(engine, "parallel")
     versions, kv_cache = _obj(engine, "versions"), _obj(engine, "kv_cache")
-    fields: dict[str, Any] = {
-        "rank": rank, "engine": type_of_key(doc.data, "engine"),
-        "model_block": type_of_key(engine, "model"),
-        "parallel_block": type_of_key(engine, "parallel"),
-        "versions_block": type_of_key(engine, "versions"),
-        "kv_cache_block": type_of_key(engine, "kv_cache"),
-        "groups": type_of_key(kv_cache, "groups")}
+    fields: dict[str, Any] = {"rank": rank}
+    _copy(fields, "engine", doc.data, "engine")
+    for name, key in (("model_block", "model"), ("parallel_block", "parallel"),
+                      ("versions_block", "versions"), ("kv_cache_block", "kv_cache")):
+        _copy(fields, name, engine, key)
+    _copy(fields, "groups", kv_cache, "groups")
     _copy(fields, "capture_error", engine, "capture_error")
     for key in ("model_type", "architectures", "model"):
         _copy(fields, key, model, key)
     for key in PARALLEL_KEYS:
         _copy(fields, key, parallel, key)
     _copy(fields, "vllm_version", versions, "vllm")
-    groups = kv_cache.get("groups") if kv_cache else None
-    if isinstance(groups, list):
-        fields["group_count"] = len(groups)
-    sources = {"": (doc.relpath, pointer("engine"))}
+    sources = {"": (doc.relpath, pointer("engine")), "engine": (doc.relpath, pointer("engine"))}
+    for name, key in (("model_block", "model"), ("parallel_block", "parallel"),
+                      ("versions_block", "versions"), ("kv_cache_block", "kv_cache")):
+        sources[name] = (doc.relpath, pointer("engine", key))
     for key in ("model_type", "architectures", "model"):
         sources[key] = (doc.relpath, pointer("engine", "model", key))
     for key in PARALLEL_KEYS:
@@ -218,14 +223,10 @@ def _rank_fact(doc: Document) -> Fact:
 
 
 def _spec_fields(spec: Any) -> dict[str, Any]:
-    fields: dict[str, Any] = {"shape": json_type(spec)}
+    fields: dict[str, Any] = {}
     _copy(fields, "type", spec, "type")
-    for key in CACHE_SPEC_KEYS:
+    for key in CACHE_SPEC_KEYS + ("specs",):
         _copy(fields, key, spec, key)
-    if isinstance(spec, dict) and "specs" in spec:
-        fields["specs"] = json_type(spec["specs"])
-        if isinstance(spec["specs"], list):
-            fields["spec_count"] = len(spec["specs"])
     return fields
 
 
@@ -253,7 +254,8 @@ def _plan_fact(ev: CellEvidence) -> Fact:
     capability = _obj(plan, "capability")
     model_config = _obj(capability, "model_config")
     payload = _obj(model_config, "payload")
-    fields: dict[str, Any] = {"payload": type_of_key(model_config, "payload")}
+    fields: dict[str, Any] = {}
+    _copy(fields, "payload", model_config, "payload")
     _copy(fields, "model_path", plan, "model_path")
     _copy(fields, "generator_config_sha256", plan, "generator_config_sha256")
     _copy(fields, "is_moe", capability, "is_moe")
@@ -316,7 +318,7 @@ def run_sh_model(text: str) -> str | None:
 
 
 def _launch_fact(ev: CellEvidence) -> Fact:
-    fields: dict[str, Any] = {"overrides_present": ev.generator_overrides is not None}
+    fields: dict[str, Any] = {}
     sources = {}
     if ev.generator_overrides is not None:
         data = ev.generator_overrides.data
@@ -346,41 +348,54 @@ def _launch_fact(ev: CellEvidence) -> Fact:
     return Fact("launch", "launch", fields, sources)
 
 
-def _view(result: dict[str, Any]) -> tuple[Any, ...]:
-    """What must agree across ranks: coordinates and the native regime (schema-valid, hashable)."""
+VIEW_KEYS = ("point_type", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
+
+
+def _view(result: dict[str, Any]) -> dict[str, Any]:
+    """What must agree across ranks (spec 3): the coordinates and the native regime, under
+    the point fact's field names, as found (an absent native regime stays absent)."""
     p = result["point"]
-    return (p["point_type"], p["batch_size"], p["total_prefill_tokens"],
-            p["total_kv_read_tokens"], result.get("kv_seed_regime", ABSENT))
+    view = {key: p[key] for key in VIEW_KEYS}
+    if "kv_seed_regime" in result:
+        view["native_regime"] = result["kv_seed_regime"]
+    return view
 
 
 def _point_rows(ranks: list[Document]) -> tuple[list[PointRow], list[PointRow]]:
     """The report rows (one per benchmark_id, from the lowest rank holding it) and the
     copies on every other rank, which the rules check as well (spec 3 is per point on every
-    rank). ``rank_views`` counts distinct views over all ranks, a rank lacking the point
-    being one more view."""
-    views: dict[Any, list[Any]] = {}
-    for r, doc in enumerate(ranks):
+    rank). Each copy carries the ranks holding its benchmark_id and, beside its own view,
+    the view of the copy on the lowest such rank, so a rule can test agreement on the
+    copy itself (point classes stay small: no join between points)."""
+    first: dict[Any, dict[str, Any]] = {}
+    holders: dict[Any, list[Any]] = {}
+    for doc in ranks:
         for result in doc.data["results"]:
-            per_rank = views.setdefault(result["point"]["benchmark_id"], [ABSENT] * len(ranks))
-            if per_rank[r] is ABSENT:
-                per_rank[r] = _view(result)
+            bid = result["point"]["benchmark_id"]
+            first.setdefault(bid, _view(result))
+            held = holders.setdefault(bid, [])
+            if not held or held[-1] != _rank_of(doc):
+                held.append(_rank_of(doc))
     rows: list[PointRow] = []
     peers: list[PointRow] = []
     taken: set[Any] = set()
     for r, doc in enumerate(ranks):
+        rank = _rank_of(doc)
         for i, result in enumerate(doc.data["results"]):
             bid = result["point"]["benchmark_id"]
-            count = len(set(views[bid]))
+            own = {"rank": rank, "on_ranks": holders[bid]}
             if bid in taken:
-                peers.append(_point_row(doc.relpath, i, result, count, f"p{bid}@{r}.{i}"))
+                own["views"] = [first[bid], _view(result)]
+                peers.append(_point_row(doc.relpath, i, result, own, f"p{bid}@{r}.{i}"))
             else:
                 taken.add(bid)
-                rows.append(_point_row(doc.relpath, i, result, count, f"p{bid}"))
+                own["views"] = [first[bid]]
+                rows.append(_point_row(doc.relpath, i, result, own, f"p{bid}"))
     rows.sort(key=lambda row: row.benchmark_id)
     return rows, peers
 
 
-def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int,
+def _point_row(relpath: str, index: int, result: dict[str, Any], own: dict[str, Any],
                fact_id: str) -> PointRow:
     p = result["point"]
     bid = p["benchmark_id"]
@@ -388,9 +403,9 @@ def _point_row(relpath: str, index: int, result: dict[str, Any], rank_views: int
         "benchmark_id": bid, "point_type": p["point_type"], "batch_size": p["batch_size"],
         "total_prefill_tokens": p["total_prefill_tokens"],
         "total_kv_read_tokens": p["total_kv_read_tokens"],
-        "sample_reasons": p.get("sample_reasons") or [], "rank_views": rank_views}
-    native = result.get("kv_seed_regime", ABSENT)
-    if native is not ABSENT:
+        "sample_reasons": p.get("sample_reasons") or [], **own}
+    if "kv_seed_regime" in result:
+        native = result["kv_seed_regime"]
         fields["native_regime"] = native
         if native.__class__ is str and native.startswith("skip:"):
             fields["native_skip_reason"] = native[5:]

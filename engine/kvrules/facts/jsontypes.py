@@ -1,4 +1,4 @@
-"""Name JSON types the way JSON Schema does, so facts can say what kind of value was found."""
+"""JSON types named the way JSON Schema does them, pointers and canonical text."""
 from __future__ import annotations
 
 import json
@@ -44,9 +44,18 @@ def pointer(*parts: object) -> str:
     return "/" + "/".join(out) if out else ""
 
 
+def _token(value: Any) -> str:
+    token = getattr(value, "token", None)
+    if isinstance(token, str):  # a NaN/Infinity marker kept inside a container
+        return token
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
 def canonical(value: Any) -> str:
-    """Canonical JSON text: identical content gives identical text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Canonical JSON text: identical content gives identical text (a non-finite marker
+    nested in a container is written as its token)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=_token)
 
 
 def value_type(value: Any) -> str:

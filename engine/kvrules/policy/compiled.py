@@ -54,7 +54,9 @@ def _analyse(cp: CompiledPolicy) -> None:
                 elif pattern.fact == "point":
                     point_atoms.append(atom)
         for action in rule.actions:
-            values = list(action.args.get("set", {}).values()) + list(action.args.values())
+            # ``error.at`` names where the error points, not a value the action reads
+            values = list(action.args.get("set", {}).values()) + [
+                v for k, v in action.args.items() if not (action.kind == "error" and k == "at")]
             refs += [v for v in values if isinstance(v, Ref)]
             for key in ("message", "reason"):
                 if isinstance(action.args.get(key), str):

@@ -8,6 +8,8 @@ Lists of strings get a sentinel first element so "contains none" holds on empty 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
@@ -34,7 +36,29 @@ def encode_scalar(value: Any) -> Any:
         return value
     if isinstance(value, str):
         return "s:" + value
-    return "j:" + canonical(value)
+    return encode_container(value)
+
+
+MAX_CONTAINER_TEXT = 2048
+"""Containers whose canonical text is longer reach the engine as a digest of it."""
+
+
+def _token(value: Any) -> str:
+    token = getattr(value, "token", None)
+    if isinstance(token, str):  # kvrules.artifacts.model.NonFiniteNumber
+        return token
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def encode_container(value: Any) -> str:
+    """A list or object as bounded ASCII text that is equal exactly when the contents are:
+    its canonical JSON (non-finite markers as their token), or a digest of it when long.
+    Only ``eq``/``in``/refs read the content; type, length and agreement are companions."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=_token)
+    if len(text) <= MAX_CONTAINER_TEXT:
+        return "j:" + text
+    return "h:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 NUMERIC_SUFFIX = "__n"
@@ -110,28 +134,32 @@ MAX_DEPTH = 64
 """Deepest nesting of lists/objects accepted in a fact value."""
 
 
-def value_problem(value: Any, depth: int = 0) -> str | None:
+def value_problem(value: Any, depth: int = 0, sent: bool = True) -> str | None:
     """Why ``value`` may not reach the engine (None when it may).
 
     Only JSON types pass: None, bool, int within int64 (larger ints are tagged ``bigint``
     text, so they are accepted), finite float, str up to MAX_STRING, list and dict (str
-    keys) of those. NonFiniteNumber markers, inf/nan and any other Python type are refused.
+    keys) of those, nested at most MAX_DEPTH deep. Containers reach the engine as bounded
+    text (:func:`encode_container`), so a non-finite number or a long string inside one
+    is harmless; only the strings of a top-level list are sent one by one (string lists)
+    and keep the length limit. NonFiniteNumber markers, inf/nan and any other Python type
+    are refused at the top level. ``sent``: the value reaches the engine as itself.
     """
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return None
     if isinstance(value, float):
-        return None if math.isfinite(value) else f"non-finite number {value!r}"
+        return None if math.isfinite(value) or depth > 0 else f"non-finite number {value!r}"
     if isinstance(value, str):
-        if len(value) > MAX_STRING:
+        if len(value) > MAX_STRING and sent:
             return f"string of {len(value)} characters (the limit is {MAX_STRING})"
         return None
     if depth >= MAX_DEPTH:
         return f"value nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, list):
         for item in value:
-            problem = value_problem(item, depth + 1)
+            problem = value_problem(item, depth + 1, depth == 0)
             if problem:
                 return problem
         return None
@@ -139,13 +167,13 @@ def value_problem(value: Any, depth: int = 0) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"object key of type {type(key).__name__}"
-            problem = value_problem(key, depth + 1) or value_problem(item, depth + 1)
+            problem = value_problem(item, depth + 1, False)
             if problem:
                 return problem
         return None
     token = getattr(value, "token", None)
     if isinstance(token, str):  # kvrules.artifacts.model.NonFiniteNumber
-        return f"non-finite number {token}"
+        return None if depth > 0 else f"non-finite number {token}"
     return f"value of type {type(value).__name__} is not JSON"
 
 
