@@ -75,7 +75,7 @@ EXPECTED: dict[str, list[Diagnostic]] = {
            "'batch_size' is integer but is compared with string '4'"),
         _d("rule_type_error", "rules.yaml", 41, 23, codes.RULE_TYPE_ERROR, "ref_type",
            "/rules/4/when/1/where/rank",
-           "'rank.rank' is integer but is compared with 'cell.has_plan' (boolean)"),
+           "'rank.rank' is integer but is compared with 'launch.run_sh_model_literal' (boolean)"),
         _d("rule_type_error", "rules.yaml", 50, 20, codes.RULE_TYPE_ERROR, "derive_type",
            "/rules/5/then/derive/set/step",
            "'candidate.step' is integer but is set to string '0'")],
@@ -134,7 +134,7 @@ def runner() -> CliRunner:
 
 def test_the_shipped_policy_checks_clean() -> None:
     result = check_policy()
-    assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 68)
+    assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 79)
 
 
 def test_the_fixture_base_policy_checks_clean() -> None:
@@ -181,7 +181,7 @@ def test_lint_passes_are_inserted_after_stratify() -> None:
 
 def test_cli_text_output_and_exit_codes(runner: CliRunner) -> None:
     clean = runner.invoke(app, ["check"])
-    assert (clean.exit_code, clean.stdout) == (0, "rules: 9 files, 68 rules: no findings\n")
+    assert (clean.exit_code, clean.stdout) == (0, "rules: 9 files, 79 rules: no findings\n")
     broken = runner.invoke(app, ["check", str(POLICIES / "rule_ambiguous_regime")])
     where = POLICIES / "rule_ambiguous_regime"
     assert broken.exit_code == 1

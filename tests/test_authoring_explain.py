@@ -50,7 +50,7 @@ def test_a_point_chain_goes_from_the_verdict_down_to_the_evidence(policy: Compil
         (0, "regime.first_matching_step"), (1, "regime.step7_unapproved_skip")]
     assert x.chain[0].negations == ("no candidate where point eq c.point and step lt c.step",)
     assert x.chain[1].derived == "candidate {point: 'p2', step: 7, regime: 'fake_fallback'}"
-    assert Evidence("warmup0", "skip_reason", True, "dense_model_content_insensitive", BENCH,
+    assert Evidence("kvwarm", "skip_reason", True, "dense_model_content_insensitive", BENCH,
                     "/kvwarm/skip_reason") in x.chain[1].evidence
 
 
@@ -132,9 +132,10 @@ def test_a_cell_is_explained_condition_by_condition_on_every_rank(
     d2_rank1 = group.rows[2]
     fired = [c for c in d2_rank1.checks if c.fired]
     bench1 = f"cells/{CELL}-dp2/raw/{CELL}-dp2-worker-0/benchmark_dp1.json"
+    block1 = json.loads((EXAMPLES / "dp2-peer-ineligible" / bench1).read_text())["kvwarm"]
     assert fired == [Check("dense.d2_skip_reason", True,
                            "rank 1: kvwarm.skip_reason is peer_ineligible",
-                           (Evidence("warmup1", "present", True, True, bench1, "/kvwarm"),
+                           (Evidence("warmup1", "block", True, block1, bench1, "/kvwarm"),
                             Evidence("warmup1", "skip_reason", True, "peer_ineligible", bench1,
                                      "/kvwarm/skip_reason"),
                             Evidence("warmup1", "rank", True, 1, bench1, "/kvwarm")))]
@@ -148,7 +149,7 @@ def test_sliding_window_fails_d9_on_rank_0(policy: CompiledPolicy, runner: CliRu
                                  "--cell", CELL], terminal_width=200)
     assert result.exit_code == 0
     assert ("    rank 0: FAILED\n"
-            "      cache.d9_no_groups did not fire: rank0: not (groups eq 'array') does not "
+            "      cache.d9_no_groups did not fire: rank0: not (groups is 'array') does not "
             "hold\n") in result.stdout
     assert ("      cache.d9_unknown_group_kind fired: rank 0 group 0 is SlidingWindowSpec\n"
             f"        spec0.0.spec_index is absent  ({BENCH}#/engine/kv_cache/groups/0)\n"

@@ -127,29 +127,31 @@ def test_unknown_qualifications_and_parameters_in_a_case_are_usage_errors(tmp_pa
 
 
 def test_compact_facts_merge_and_fill_what_the_extractor_computes() -> None:
-    base = {"warmup": {"0": {"present": True, "skip_reason": "x"}}, "plan": {"is_moe": False}}
-    over = {"warmup": {"0": {"skip_reason": "<absent>"}, "1": {"present": True}},
+    base = {"warmup": {"0": {"block": {}, "skip_reason": "x"}}, "plan": {"is_moe": False}}
+    over = {"warmup": {"0": {"skip_reason": "<absent>"}, "1": {"block": {"enabled": True}}},
             "plan": "<absent>", "points": {"2": {"native_regime": "skip:r"}}}
     merged = merge(base, over)
-    assert merged == {"warmup": {"0": {"present": True}, "1": {"present": True}},
+    assert merged == {"warmup": {"0": {"block": {}}, "1": {"block": {"enabled": True}}},
                       "points": {"2": {"native_regime": "skip:r"}}}
     cell = cell_facts(merged)
     by_id = {f.id: f.fields for f in cell.facts}
-    assert by_id["cell"] == {"cell_id": "cell", "has_plan": False, "has_provenance": False,
-                             "rank_count": 2, "warmup_views": 1}
-    assert by_id["warmup1"] == {"rank": 1, "present": True}
-    assert by_id["launch"] == {"overrides_present": False}
+    assert by_id["cell"] == {"cell_id": "cell", "ranks": [0, 1]}
+    assert by_id["kvwarm"] == {"rank": 0, "block": {}}
+    assert by_id["warmup1"] == {"rank": 1, "block": {"enabled": True}, "enabled": True}
+    assert by_id["launch"] == {}
     assert cell.points[0].fact.fields == {
         "benchmark_id": 2, "point_type": "decode", "batch_size": 1, "total_prefill_tokens": 0,
-        "total_kv_read_tokens": 128, "sample_reasons": [], "rank_views": 1,
+        "total_kv_read_tokens": 128, "sample_reasons": [], "rank": 0, "on_ranks": [0, 1],
+        "views": [{"point_type": "decode", "batch_size": 1, "total_prefill_tokens": 0,
+                   "total_kv_read_tokens": 128, "native_regime": "skip:r"}],
         "native_regime": "skip:r", "native_skip_reason": "r"}
 
 
 def test_cli_exit_codes_and_json(runner: CliRunner) -> None:
     ok = runner.invoke(app, ["rules", "test", "--min-coverage", "100"])
     assert ok.exit_code == 0
-    assert ok.stdout.splitlines()[:2] == ["98 cases: 98 passed, 0 failed, 0 skipped",
-                                          "rule coverage: 68/68 rules fired (100.0%)"]
+    assert ok.stdout.splitlines()[:2] == ["109 cases: 109 passed, 0 failed, 0 skipped",
+                                          "rule coverage: 79/79 rules fired (100.0%)"]
     low = runner.invoke(app, ["rules", "test", CLEAN, "--tests", str(CASES / "coverage_one.yaml"),
                               "--min-coverage", "80", "-f", "json"])
     doc = json.loads(low.stdout)

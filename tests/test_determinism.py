@@ -45,9 +45,9 @@ def test_facts_outside_the_catalogue_fail_the_cell_closed():
     (cell,) = api.extract([str(EXAMPLES / "dense-legacy-stamp-format")])
     (rank,) = [f for f in cell.facts if f.type == "rank"]
     rank.fields["tensor_parallel"] = 1          # not a catalogue field
-    cell.points[0].fact.fields["rank_views"] = "1"  # an integer field given a string
+    cell.points[0].fact.fields["rank"] = "1"  # an integer field given a string
     (verdict,) = api.classify_facts([cell], api.load_policy()).cells
     assert verdict.status == "error"
     assert sorted(e.message for e in verdict.errors) == [
-        "point.rank_views should be integer, got '1'",
+        "point.rank should be integer, got '1'",
         "rank.tensor_parallel is not in the fact catalogue"]

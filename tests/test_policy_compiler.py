@@ -97,7 +97,7 @@ def test_unknown_alias_in_reason(tmp_path):
 
 
 def test_type_error_boolean_field_compared_with_string(tmp_path):
-    assert codes(one_rule(tmp_path, fact="warmup", where='{present: "yes"}')) == [
+    assert codes(one_rule(tmp_path, fact="launch", where='{run_sh_model_literal: "yes"}')) == [
         ("rule_type_error", 7, "r.one")]
 
 

@@ -18,7 +18,7 @@ from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Action, Pattern, Policy, Ref, Rule
 
 FACT_KEYS: dict[str, tuple[str, ...]] = {
-    "cell": (), "plan": (), "provenance": (), "launch": (), "params": (),
+    "cell": (), "kvwarm": (), "plan": (), "provenance": (), "launch": (), "params": (),
     "warmup": ("rank",), "rank": ("rank",), "model_section": ("section",),
     "cache_spec": ("rank", "group_index", "spec_index"), "point": ("benchmark_id",)}
 """Fields that identify an extracted fact within one cell session (``()``: at most one such

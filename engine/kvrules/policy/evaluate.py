@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from kvrules.policy.model import Atom, Expr, Ref
-from kvrules.policy.operators import MISSING, holds
+from kvrules.policy.operators import MISSING as MISSING, holds
 
 
 def eval_atom(atom: Atom, fields: Mapping[str, Any],

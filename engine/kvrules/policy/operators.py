@@ -91,8 +91,12 @@ def equal_ref(a: Any, b: Any) -> bool:
 def compare(op: str, a: Any, b: Any) -> bool:
     if not (is_number(a) and is_number(b)):
         return False
-    return {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-            "ge": a >= b}[op]
+    return bool({"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
+                 "ge": a >= b}[op])
+
+
+def _ordered(op: str) -> Holds:
+    return lambda v, o: compare(op, v, o)
 
 
 def _present(test: Holds) -> Holds:
@@ -225,7 +229,7 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              _present(lambda v, o: any(equal(v, x) for x in o)), _in_problem,
              literal_typed=True, witnesses=_listed, content_values=_listed,
              describe="equal to one of the listed values"),
-    *(Operator(c, {c: Spelling(c)}, _present(lambda v, o, c=c: compare(c, v, o)),
+    *(Operator(c, {c: Spelling(c)}, _present(_ordered(c)),
                _order_problem(c), field_kinds=("integer", "any"), ref="allowed",
                negatable_with_ref=False, orders=True, witnesses=lambda o: _numbers([o]),
                describe="numeric comparison") for c in ("lt", "le", "gt", "ge")),

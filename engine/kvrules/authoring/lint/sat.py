@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Sequence
 
-from kvrules.policy.evaluate import MISSING, eval_atom
+from kvrules.policy.evaluate import eval_atom
+from kvrules.policy.operators import MISSING
 from kvrules.policy import operators
 from kvrules.policy.model import Atom, Expr, Ref
 

@@ -29,9 +29,9 @@ class RefTypeMismatchIssue(Issue):
 
     Fails::
 
-        - fact: cell
+        - fact: launch
         - fact: rank
-          where: {rank: {ref: cell.has_plan}}
+          where: {rank: {ref: launch.run_sh_model_literal}}
 
     Passes::
 

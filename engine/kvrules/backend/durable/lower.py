@@ -17,13 +17,15 @@ from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.policy.operators import OPERATORS
 from kvrules.backend.durable.encode import (ABSENT_MARK, AGREE_SUFFIX, DISCRIMINATOR,
                                            LENGTH_SUFFIX, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
-                                           companion, encode_scalar, escape_prefix,
-                                           value_type)
+                                           companion, encode_scalar, escape_prefix)
+from kvrules.facts.jsontypes import value_type
 
 ABSENT_TAG = "absent"
 NEG_OK = "neg_ok"
 INVERSE = {"lt": "$gte", "le": "$gt", "gt": "$lte", "ge": "$lt"}
 DIRECT = {"lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
+Lowering = Callable[[str, Any, bool], dict[str, Any]]
+"""``(field, literal operand, negated) -> engine condition``."""
 
 
 def _is_number(value: Any) -> bool:
@@ -170,7 +172,6 @@ def _lower_same_as(f: str, v: Any, neg: bool) -> dict[str, Any]:
     raise ValueError("same_as needs a {ref: ...} operand")
 
 
-Lowering = Callable[[str, Any, bool], dict[str, Any]]
 LOWERINGS: dict[str, Lowering] = {
     "eq": _lower_eq, "in": _lower_in, "lt": _lower_order("lt"), "le": _lower_order("le"),
     "gt": _lower_order("gt"), "ge": _lower_order("ge"), "exists": _lower_exists,
@@ -359,11 +360,11 @@ def check_engine_limits(state: CompileState) -> None:
     for rule in policy.rules:
         for pattern in rule.patterns:
             for atom in atoms(pattern.where):
-                values = [] if isinstance(atom.operand, Ref) else \
+                literals = [] if isinstance(atom.operand, Ref) else \
                     OPERATORS[atom.op].content_values(atom.operand)
-                if values:
+                if literals:
                     key = (pattern.fact, atom.field)
-                    seen.setdefault(key, set()).update(repr(v) for v in values)
+                    seen.setdefault(key, set()).update(repr(v) for v in literals)
                     first.setdefault(key, (rule, atom))
     for key, values in sorted(seen.items()):
         if len(values) > MAX_CONSTANTS_PER_FIELD:
