@@ -67,6 +67,9 @@ class Operator:
     describe: str = ""
     holds_ref: Holds | None = None
     """Semantics against a ``{ref: ...}`` operand when they differ from ``holds``."""
+    shape_only: bool = False
+    """On a list or object the outcome depends only on :func:`shape` of the value (its type,
+    length and which keys its items disagree on), not on the content."""
 
 
 # --- reference semantics helpers -------------------------------------------------------
@@ -76,8 +79,15 @@ def is_number(v: Any) -> bool:
     return value_type(v) in ("integer", "number")
 
 
+_PLAIN = (str, bool, type(None))
+"""Types whose Python equality is exactly JSON equality (the fast path of the tests)."""
+_PLAIN_OR_INT = _PLAIN + (int,)
+
+
 def equal(a: Any, b: Any) -> bool:
     """Strict equality with a literal: same JSON type (numbers as numbers), same content."""
+    if a.__class__ is b.__class__ and a.__class__ in _PLAIN:
+        return bool(a == b)
     if is_number(a) and is_number(b):
         return bool(a == b)
     return json_type(a) == json_type(b) and canonical(a) == canonical(b)
@@ -85,6 +95,8 @@ def equal(a: Any, b: Any) -> bool:
 
 def equal_ref(a: Any, b: Any) -> bool:
     """Equality with another fact's field: same JSON type tag and same content."""
+    if a.__class__ is b.__class__ and (a.__class__ in _PLAIN or a.__class__ is int):
+        return bool(a == b)
     return json_type(a) == json_type(b) and canonical(a) == canonical(b)
 
 
@@ -132,6 +144,8 @@ def _agree(v: Any, keys: Sequence[str]) -> bool:
     the key) for each of ``keys``."""
     if not isinstance(v, list) or not all(isinstance(i, dict) for i in v):
         return False
+    if len(v) < 2:
+        return True
     for key in keys:
         seen = [i.get(key, MISSING) for i in v]
         if any(not _same(seen[0], s) for s in seen[1:]):
@@ -234,11 +248,11 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
                negatable_with_ref=False, orders=True, witnesses=lambda o: _numbers([o]),
                describe="numeric comparison") for c in ("lt", "le", "gt", "ge")),
     Operator("exists", {"exists": Spelling("exists", _flag, lambda o: True)},
-             lambda v, o: v is not MISSING, describe="the key is present (null included)"),
+             lambda v, o: v is not MISSING, shape_only=True, describe="the key is present (null included)"),
     Operator("truthy", {"truthy": Spelling("truthy", _flag, lambda o: True)},
-             _present(lambda v, o: bool(v)), describe="Python/JSON truthiness"),
+             _present(lambda v, o: bool(v)), shape_only=True, describe="Python/JSON truthiness"),
     Operator("is", {"is": Spelling("is")}, _is, _is_problem,
-             describe="JSON type of the value, or absent"),
+             shape_only=True, describe="JSON type of the value, or absent"),
     Operator("starts_with", {"starts_with": Spelling("starts_with")},
              _present(lambda v, o: isinstance(v, str) and v.startswith(o)), _prefix_problem,
              negatable=False,
@@ -254,20 +268,44 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
                         "empty": Spelling("length", lambda o: o is False,
                                           lambda o: {"eq": 0})},
              _present(_length), _length_problem, witnesses=_length_witnesses,
-             describe="a list whose number of items compares so"),
+             shape_only=True, describe="a list whose number of items compares so"),
     Operator("same_as", {"same_as": Spelling("same_as"),
                          "differs_from": Spelling("same_as", lambda o: True)},
              _same, _ref_only_problem, ref="required",
              describe="equal to another fact's field, absent counting as equal to absent"),
     Operator("agree_on", {"agree_on": Spelling("agree_on")}, _present(_agree), _keys_problem,
              witnesses=_agree_witnesses,
-             describe="a list of objects that all hold the same value for each key"),
+             shape_only=True, describe="a list of objects that all hold the same value for each key"),
 )}
 """Every canonical operator, by name."""
 
 SPELLINGS: dict[str, tuple[str, Spelling]] = {
     written: (op.name, s) for op in OPERATORS.values() for written, s in op.spellings.items()}
 """Every operator a rule file may write, to its canonical operator."""
+
+
+def shape(value: Any) -> tuple[Any, ...]:
+    """What shape-only operators see of a list or object: its type, its length, and for a
+    list of objects the keys on which its items disagree."""
+    if isinstance(value, dict):
+        return ("object", len(value))
+    if not all(isinstance(i, dict) for i in value):
+        return ("array", len(value), None)
+    if len(value) < 2:
+        return ("array", len(value), ())
+    first, rest = value[0], value[1:]
+    differ = []
+    for key in sorted({k for i in value for k in i}):
+        a = first.get(key, MISSING)
+        for item in rest:
+            b = item.get(key, MISSING)
+            if a is b or (a.__class__ is b.__class__ and a.__class__ in _PLAIN_OR_INT
+                          and a == b):
+                continue
+            if not _same(a, b):
+                differ.append(key)
+                break
+    return ("array", len(value), tuple(differ))
 
 
 def canonical_test(written: str, operand: Any) -> tuple[str, Any, bool]:
@@ -325,5 +363,5 @@ def witnesses(op: str, operand: Any) -> list[Any]:
     return OPERATORS[op].witnesses(operand)
 
 
-__all__ = ["MISSING", "OPERATORS", "SPELLINGS", "Operator", "Spelling", "canonical_test",
+__all__ = ["MISSING", "OPERATORS", "SPELLINGS", "Operator", "Spelling", "canonical_test", "shape",
            "holds", "operand_problem", "type_problem", "negation_problem", "witnesses"]

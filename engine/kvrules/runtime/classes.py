@@ -10,6 +10,8 @@ from typing import Any
 
 from kvrules.facts.model import Fact, PointRow
 from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.model import Atom
+from kvrules.policy.operators import OPERATORS, shape
 from kvrules.policy.evaluate import MISSING, eval_atom
 from kvrules.facts.jsontypes import canonical
 
@@ -24,18 +26,35 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
 _HASHABLE = (str, int, float, bool, type(None))
 
 
-def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
-    """The raw values the rules read, hashable; ``any`` fields keep their type (True vs 1)."""
+def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str, bool], ...]
+                 ) -> tuple[Any, ...]:
+    """The values the rules read, hashable; ``any`` fields keep their type (True vs 1). A
+    list or object that only shape operators test (``views`` under ``agree_on``, different
+    on nearly every point) stands as its shape, so such points still share one key."""
     out = []
-    for name, kind in names:
+    for name, kind, by_shape in names:
         value = fields.get(name, MISSING)
-        if kind == "string_list" and value is not MISSING:
-            value = tuple(value)
-        elif kind == "any" and value is not MISSING:
-            cls = value.__class__
-            value = (cls, value if cls in _HASHABLE else repr(value))
+        if value is not MISSING:
+            if kind == "string_list":
+                value = tuple(value)
+            else:
+                cls = value.__class__
+                if by_shape and cls in (list, dict):
+                    value = (cls, shape(value))
+                else:
+                    value = (cls, value if cls in _HASHABLE else repr(value))
         out.append(value)
     return tuple(out)
+
+
+def _read_names(cp: CompiledPolicy) -> tuple[tuple[str, str, bool], ...]:
+    kinds = cp.fact_types.get("point", {})
+    tests: dict[str, list[Atom]] = {}
+    for atom in cp.point_atoms:
+        tests.setdefault(atom.field, []).append(atom)
+    raw = set(cp.point_raw_fields)
+    return tuple((n, kinds.get(n, "any"), n not in raw and all(
+        OPERATORS[a.op].shape_only for a in tests.get(n, []))) for n in cp.point_read_fields)
 
 
 def point_classes(cp: CompiledPolicy, rows: list[PointRow], peers: list[PointRow] = []
@@ -49,8 +68,7 @@ def point_classes(cp: CompiledPolicy, rows: list[PointRow], peers: list[PointRow
     reps: dict[tuple[Any, ...], Fact] = {}
     class_of: dict[int, str] = {}
     keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    kinds = cp.fact_types.get("point", {})
-    names = tuple((n, kinds.get(n, "any")) for n in cp.point_read_fields)
+    names = _read_names(cp)
     for n, row in enumerate(rows + peers):
         values = _read_values(row.fact.fields, names)
         key = keys.get(values)
