@@ -11,9 +11,19 @@ from kvrules.authoring.rulefacts import Evidence
 from kvrules.authoring.whynot import WhyNot
 
 
+SHOWN_CHARS = 160
+"""Longest value text shown in a line (whole blocks are facts now); JSON keeps it all."""
+
+
+def shown(value: Any) -> str:
+    """A value as JSON text, cut to SHOWN_CHARS with a marker when longer."""
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 1] + "…"
+
+
 def evidence_line(e: Evidence, indent: str) -> str:
     """``warmup0.skip_reason = "flag_off"  (file#/kvwarm/skip_reason)``."""
-    value = f"= {json.dumps(e.value, ensure_ascii=False)}" if e.present else "is absent"
+    value = f"= {shown(e.value)}" if e.present else "is absent"
     where = f"  ({e.file}#{e.pointer})" if e.file else "  (policy parameter)" \
         if e.fact == "params" else ""
     return f"{indent}{e.fact}.{e.field} {value}{where}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-ABSENT = "absent"
 INT64_MAX = 2**63 - 1
 """Integers beyond 64 bits compare by content only (the language's ``bigint``)."""
 
@@ -26,13 +25,6 @@ def json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "object"
     return "unknown"
-
-
-def type_of_key(obj: Any, key: str) -> str:
-    """JSON type of ``obj[key]``, or ``absent`` when obj is not an object or lacks the key."""
-    if not isinstance(obj, dict) or key not in obj:
-        return ABSENT
-    return json_type(obj[key])
 
 
 def pointer(*parts: object) -> str:
