@@ -173,3 +173,26 @@ def test_engine_matches_reference_on_the_new_operators(tmp_path_factory: Any, en
     result = evaluate(cp, facts)
     assert result.failures == []
     assert {e.rule for e in result.events} == _expected(cp, facts)
+
+
+def test_every_registry_operator_is_probed_engine_against_reference() -> None:
+    """Each operator appears in a value-by-value probe (here or in test_runtime_semantics)."""
+    import test_runtime_semantics as old
+
+    seen: set[str] = set()
+
+    def walk(where: Any) -> None:
+        for key, value in where.items():
+            if key in ("all", "any"):
+                for sub in value:
+                    walk(sub)
+            elif key == "not":
+                walk(value)
+            elif isinstance(value, dict) and set(value) != {"ref"}:
+                (op, operand), = value.items()
+                seen.add(canonical_test(op, operand)[0])
+            else:
+                seen.add("eq")
+    for where in old.WARMUP_TESTS + old.POINT_TESTS + old.JOIN_TESTS + WARMUP_TESTS + JOIN_TESTS:
+        walk(where)
+    assert seen == set(OPERATORS)
