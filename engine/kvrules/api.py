@@ -25,7 +25,7 @@ from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.pipeline import compile_policy
 from kvrules.pipeline import Classifier
-from kvrules.backend.durable.supervisor import child_signals, signals_deferred
+from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]

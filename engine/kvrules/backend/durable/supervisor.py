@@ -121,6 +121,16 @@ def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
             os._exit(0)
 
 
+def evaluate_in_process(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
+    """Evaluate ``facts`` on durable-rules in this process, unsupervised.
+
+    For callers that cannot have a worker (daemon processes) and for the authoring tools,
+    which replay one cell at a time: an engine crash here takes the process with it.
+    """
+    from kvrules.backend.durable import session  # durable-rules is imported on first use only
+    return session.evaluate(cp, facts)
+
+
 class EngineSupervisor:
     """Evaluate cells on durable-rules in a child process (forked lazily, reused)."""
 
@@ -175,8 +185,7 @@ class EngineSupervisor:
     def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
         """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
         if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
-            from kvrules.backend.durable import session      # which may not have children
-            return session.evaluate(self.cp, facts), True
+            return evaluate_in_process(self.cp, facts), True  # which may not have children
         for attempt in range(2):
             kind, value = self._attempt(cell_id, attempt, facts)
             if kind == "ok":
