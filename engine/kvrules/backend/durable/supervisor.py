@@ -142,7 +142,8 @@ class EngineSupervisor:
         _LIVE.add(self)
 
     def _start(self) -> None:
-        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        ctx = (multiprocessing.get_context("fork") if hasattr(os, "fork")
+               else multiprocessing.get_context("spawn"))
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker_main, args=(self.cp, child, os.getpid()),
                            daemon=True, name=_WORKER_NAME)
