@@ -36,7 +36,8 @@ def _equal_ref(a: Any, b: Any) -> bool:
 def _compare(op: str, a: Any, b: Any) -> bool:
     if not (_is_number(a) and _is_number(b)):
         return False
-    return {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[op]
+    outcome: bool = {"lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[op]
+    return outcome
 
 
 def _positive(atom: Atom, value: Any, other: Any) -> bool:

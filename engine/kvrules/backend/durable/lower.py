@@ -15,7 +15,8 @@ from kvrules.policy import codes
 from kvrules.policy.compiler import CompileState, Pass
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.backend.durable.encode import (ABSENT_MARK, DISCRIMINATOR, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
-                                    companion, encode_scalar, escape_prefix, value_type)
+                                    companion, encode_scalar, escape_prefix)
+from kvrules.facts.jsontypes import value_type
 
 ABSENT_TAG = "absent"
 NEG_OK = "neg_ok"
