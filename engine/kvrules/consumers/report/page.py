@@ -95,8 +95,8 @@ def _policy_block(policy: dict[str, Any], title: str) -> str:
     items = [("name", policy["name"]), ("version", policy["version"]),
              ("digest", policy["digest"]), ("parameters", params or "(none)"),
              ("source", policy.get("source"))]
-    body = "".join(f"<dt>{_e(k)}</dt><dd><code>{_e(v)}</code></dd>" for k, v in items)
-    return f'<div class="policy"><h3>{_e(title)}</h3><dl>{body}</dl></div>'
+    body = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in items)
+    return f'<div class="policy"><h3>{_e(title)}</h3><table>{body}</table></div>'
 
 
 def _summary(doc: dict[str, Any]) -> str:
