@@ -21,6 +21,8 @@ from kvrules.diagnostics import KvrulesUsageError
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:; connect-src 'none'")
 """Inline scripts and styles only: the page cannot fetch anything, even by accident."""
+PLOTLY_PACKAGE = "plotly"
+"""The Python package whose ``package_data/plotly.min.js`` the page inlines."""
 PLOTLY_HINT = ("kvrules report needs the plotly package for its inlined plotly.min.js: "
                "pip install 'kvrules[report]' (or pip install plotly)")
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -34,7 +36,7 @@ def plotly_js() -> str:
     Raises KvrulesUsageError with an install hint when plotly is missing.
     """
     try:
-        source = resources.files("plotly") / "package_data" / "plotly.min.js"
+        source = resources.files(PLOTLY_PACKAGE) / "package_data" / "plotly.min.js"
         text = source.read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
         raise KvrulesUsageError(PLOTLY_HINT) from exc
