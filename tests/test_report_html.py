@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from consumer_helpers import result, set_results
 from helpers import copy_example, pod_dir, set_at
 from report_pages import diverse_corpus, embedded, example_paths
 
@@ -151,3 +152,15 @@ def test_render_page_escapes_every_summary_string() -> None:
     page = render_page(doc)
     assert page.count("</script>") == 3 and "<!--" not in page
     assert embedded(page)["policy"]["name"] == EVIL
+
+
+def test_a_row_shows_the_sample_that_gave_it(tmp_path: Path, policy: api.Policy) -> None:
+    """Clamped repeats of one coordinate: the row (and its hover) is the unclamped sample."""
+    campaign = copy_example(tmp_path, "dense-legacy-stamp-format")
+    clamped = ("capture", "kvwarm_fake_fallback", "context_clamped")
+    set_results(campaign, [result(1, reasons=clamped, wall=0.001), result(2, wall=0.002),
+                           result(3, reasons=clamped, wall=0.003)])
+    (cell,) = report_document([str(campaign)], policy)["cells"]
+    assert len(cell["points"]) == 3
+    (row,) = cell["rows"]
+    assert (row["benchmark_id"], row["latency_ms"]) == (2, 2.0)

@@ -12,11 +12,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from kvrules import api
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.consumers import selection
 from kvrules.consumers.aggregate import Aggregation, aggregate_cells
-from kvrules.consumers.readiness import CellReadiness, assess, assess_cell
+from kvrules.consumers.readiness import CampaignReadiness, CellReadiness, assess, assess_cell
 from kvrules.consumers.rows import Row
 from kvrules.diagnostics import Diagnostic
 from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PointVerdict, PolicyIdentity,
@@ -66,7 +67,7 @@ class PolicyInfo:
         return {**self.identity.to_dict(), "source": self.source}
 
 
-def policy_info(policy: Any) -> PolicyInfo:
+def policy_info(policy: api.Policy) -> PolicyInfo:
     """The identity, declared regimes and ``{group: ((id, description), ...)}`` of a policy."""
     parsed = policy.compiled.policy
     groups = {}
@@ -253,7 +254,7 @@ def _cell(cell: CellVerdict, ready: CellReadiness, rows: CellRows, info: PolicyI
 
 # --- summary -----------------------------------------------------------------------------
 
-def _summary(report: Report, campaigns: Sequence[Any],
+def _summary(report: Report, campaigns: Sequence[CampaignReadiness],
              cells: list[dict[str, Any]]) -> dict[str, Any]:
     """Campaigns and cells by readiness, points by formal regime, rows by formal regime."""
     by_campaign = []
