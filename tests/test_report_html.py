@@ -2,6 +2,7 @@
 embedded data is exactly the verdicts and the formal rows of ``kvrules aggregate``."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from consumer_helpers import result, set_results
 from helpers import copy_example, pod_dir, set_at
-from report_pages import diverse_corpus, embedded, example_paths
+from report_pages import diverse_corpus, embedded, example_paths, raw_embedded
 
 from kvrules import api
 from kvrules.consumers.aggregate import aggregate_paths
@@ -164,3 +165,12 @@ def test_a_row_shows_the_sample_that_gave_it(tmp_path: Path, policy: api.Policy)
     assert len(cell["points"]) == 3
     (row,) = cell["rows"]
     assert (row["benchmark_id"], row["latency_ms"]) == (2, 2.0)
+
+
+def test_the_packed_document_expands_to_the_report_document(tmp_path: Path,
+                                                            policy: api.Policy) -> None:
+    paths = diverse_corpus(tmp_path / "corpus", cells=4, points=8) + example_paths()
+    doc = report_document(paths, policy)
+    page = render_page(doc)
+    assert embedded(page) == json.loads(json.dumps(doc))
+    assert all(isinstance(r, list) for c in raw_embedded(page)["cells"] for r in c["rows"])

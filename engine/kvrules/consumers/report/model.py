@@ -209,22 +209,32 @@ def _point(p: PointVerdict, changes: dict[Key, Change], campaign: str) -> dict[s
            "decided_by": p.decided_by}
     change = changes.get((campaign, p.cell_id, p.benchmark_id))
     if change is not None:
-        out["change"] = {"old": change.old, "new": change.new, "old_by": change.old_by,
-                         "new_by": change.new_by}
+        out["change"] = _change(change)
     return out
+
+
+def _change(change: Change) -> dict[str, str]:
+    return {"old": change.old, "new": change.new, "old_by": change.old_by,
+            "new_by": change.new_by}
 
 
 def _plot_rows(cell: CellVerdict, rows: list[Row], plan: str | None,
                changes: dict[Key, Change]) -> list[dict[str, Any]]:
-    """Each formal row with the verdict point that gave it (for hover and eligibility)."""
+    """Each formal row with the verdict point that gave it (``point``: its index in the cell).
+
+    The coordinate, ``latency_ms`` and ``kv_seed_regime`` are the row's; the benchmark id,
+    native regime, eligibility and deciding rule are the verdict point's.
+    """
     if not rows:
         return []
     chosen = _chosen_points(cell, plan)
+    index = {id(p): i for i, p in enumerate(cell.points)}
     out = []
     for row in rows:
         p = chosen.get(_coordinate(row))
         change = changes.get((cell.campaign, cell.cell_id, p.benchmark_id)) if p else None
-        out.append({"workload_kind": row["workload_kind"], "batch_size": row["batch_size"],
+        out.append({"point": index[id(p)] if p else None,
+                    "workload_kind": row["workload_kind"], "batch_size": row["batch_size"],
                     "total_prefill_tokens": row["total_prefill_tokens"],
                     "total_kv_read_tokens": row["total_kv_read_tokens"],
                     "latency_ms": row["latency_ms"], "kv_seed_regime": row["kv_seed_regime"],
@@ -233,7 +243,7 @@ def _plot_rows(cell: CellVerdict, rows: list[Row], plan: str | None,
                     "eligible": bool(p and p.eligible),
                     "decided_by": p.decided_by if p else None, "changed": change is not None})
         if change is not None:
-            out[-1]["change"] = {"old": change.old, "new": change.new}
+            out[-1]["change"] = _change(change)
     return out
 
 

@@ -5,7 +5,39 @@
  */
 (function () {
   "use strict";
-  var doc = JSON.parse(document.getElementById("kvrules-data").textContent);
+  /* The embedded points are value lists and the rows [point, latency_ms, regime] (page.py
+   * compact); expand them back into the objects of the report document. */
+  function expand(doc) {
+    if (doc.encoding !== "kvrules-report-1") { return doc; }
+    var strings = doc.strings;
+    var isString = {};
+    doc.string_fields.forEach(function (f) { isString[f] = true; });
+    doc.cells.forEach(function (cell) {
+      cell.points = cell.points.map(function (values) {
+        var point = {};
+        doc.point_fields.forEach(function (f, i) {
+          point[f] = isString[f] && values[i] !== null ? strings[values[i]] : values[i];
+        });
+        return point;
+      });
+      cell.point_changes.forEach(function (pair) { cell.points[pair[0]].change = pair[1]; });
+      cell.rows = cell.rows.map(function (row) {
+        if (!Array.isArray(row)) { return row; }
+        var p = cell.points[row[0]];
+        var out = {point: row[0], workload_kind: p.point_type, batch_size: p.batch_size,
+                   total_prefill_tokens: p.total_prefill_tokens,
+                   total_kv_read_tokens: p.total_kv_read_tokens, latency_ms: row[1],
+                   kv_seed_regime: strings[row[2]], benchmark_id: p.benchmark_id,
+                   native_regime: p.native_regime, eligible: p.eligible,
+                   decided_by: p.decided_by, changed: Boolean(p.change)};
+        if (p.change) { out.change = p.change; }
+        return out;
+      });
+    });
+    return doc;
+  }
+
+  var doc = expand(JSON.parse(document.getElementById("kvrules-data").textContent));
   var colours = doc.colours;
   var LINE_COLOURS = ["#555555", "#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f",
                       "#9467bd", "#2ca02c"];
