@@ -208,7 +208,8 @@ def test_evidence_markup_stays_text_in_the_browser(driver: Any, tmp_path: Path,
     doc = embedded(render_page(report_document([example_paths()[0]], policy)))
     evil = '</script><img src=x onerror="window.pwned=1"><b>bold</b>'
     doc["cells"][0]["cell_id"] = evil
-    doc["cells"][0]["rows"][0]["decided_by"] = evil
+    first = doc["cells"][0]["rows"][0]
+    first["decided_by"] = doc["cells"][0]["points"][first["point"]]["decided_by"] = evil
     doc["cells"][0]["errors"] = [{"code": evil, "message": evil, "file": evil,
                                   "pointer": evil, "rule": evil}]
     page = _write(tmp_path, doc, "evil.html")
@@ -218,4 +219,14 @@ def test_evidence_markup_stays_text_in_the_browser(driver: Any, tmp_path: Path,
     assert driver.execute_script("return document.querySelectorAll('#cells img, #cells b')"
                                  ".length") == 0
     assert evil in driver.find_element("css selector", "section.cell .cell-id").text
+    hover = driver.execute_script(
+        "var gd = document.querySelector('.plot');"
+        "Plotly.Fx.hover(gd, [{curveNumber: 0, pointNumber: 0}]);"
+        "return document.querySelector('.hoverlayer').textContent;")
+    row = doc["cells"][0]["rows"][0]
+    assert f"benchmark {row['benchmark_id']}" in hover and f"decided by: {evil}" in hover
+    assert f"native regime: {row['native_regime']}" in hover
+    assert f"formal regime: {row['kv_seed_regime']}" in hover
+    assert driver.execute_script("return document.querySelectorAll('.hoverlayer b, "
+                                 ".hoverlayer img').length") == 0
     _check_clean(driver)
