@@ -2,6 +2,7 @@
 exit codes and the usage errors."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,8 @@ def test_report_writes_the_page_and_exits_0(runner: CliRunner, tmp_path: Path) -
     out = tmp_path / "report.html"
     result = runner.invoke(app, ["report", *example_paths(), "--output", str(out)])
     assert result.exit_code == 0, result.output
-    assert f"wrote {out}: 9 cells" in result.stdout
+    assert re.search(rf"wrote {re.escape(str(out))}: 9 cells, 12 formal rows, \d+\.\d MB",
+                     result.stdout)
     doc = embedded(out.read_text(encoding="utf-8"))
     assert doc["mode"] == "report" and len(doc["cells"]) == 9
     assert doc["summary"]["cells"] == {"total": 9, "ready": 3, "blocked": 6, "incomplete": 0}

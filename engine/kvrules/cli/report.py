@@ -41,8 +41,9 @@ def report(campaigns: opt.Campaigns,
                               plan=opt.plan_arg(plan), jobs=jobs)
         write_text(render_page(doc), output)
         cells = len(doc["cells"])
+        size = output.stat().st_size / 1e6
         typer.echo(f"wrote {output}: {cells} cell{'s' if cells != 1 else ''}, "
-                   f"{doc['summary']['rows']['total']} formal rows")
+                   f"{doc['summary']['rows']['total']} formal rows, {size:.1f} MB")
     raise typer.Exit(0)
 
 
