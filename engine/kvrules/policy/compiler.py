@@ -208,6 +208,8 @@ def resolve_names(state: CompileState) -> None:
                         rule.pointer, rule.id)
         seen.setdefault(rule.id, rule)
         _resolve_rule(state, rule)
+    decisions.check_values(policy, lambda code, message, loc, pointer, rule:
+                           state.error(code, message, loc, pointer, rule))
 
 
 def _resolve_rule(state: CompileState, rule: Rule) -> None:

@@ -190,7 +190,6 @@ def lower_decision(d: Decision, policy: Policy, report: Report) -> list[Rule]:
 def lower_step(d: Decision, k: int, step: DecisionStep, policy: Policy,
                report: Report) -> Rule:
     """Step ``k``: its conditions (subject bound) → a candidate of order ``k``."""
-    _check_value(d, step, policy, report)
     patterns = subject_patterns(d, step, report)
     values = {d.subject_field: Ref(d.alias, "id"), ORDER_FIELD: k, d.result: step.value}
     action = Action("derive", {"fact": d.candidate_fact, "set": values},
@@ -217,13 +216,16 @@ def subject_patterns(d: Decision, step: DecisionStep, report: Report) -> tuple[P
     return (subject,) + step.patterns
 
 
-def _check_value(d: Decision, step: DecisionStep, policy: Policy, report: Report) -> None:
-    """A literal result is in the policy's vocabulary (refs are resolved like any ref)."""
-    value = step.value
-    if d.result == "regime" and not isinstance(value, Ref) and policy.regimes \
-            and value not in policy.regimes:
-        report(codes.RULE_VOCABULARY_ERROR, f"regime '{value}' is not in policy.regimes",
-               step.value_loc, f"{step.pointer}/then", step.id)
+def check_values(policy: Policy, report: Report) -> None:
+    """Literal results are in the policy's vocabulary (refs are resolved like any ref).
+    Run with name resolution, after lowering, so it never hides the other findings."""
+    for d in lowered_decisions(policy):
+        if d.result != "regime" or not policy.regimes:
+            continue
+        for step in d.steps:
+            if not isinstance(step.value, Ref) and step.value not in policy.regimes:
+                report(codes.RULE_VOCABULARY_ERROR, f"regime '{step.value}' is not in "
+                       "policy.regimes", step.value_loc, f"{step.pointer}/then", step.id)
 
 
 def pick_rule(d: Decision) -> Rule:
@@ -251,20 +253,28 @@ def decision_of(policy: Policy, rule_id: str) -> Decision | None:
     return None
 
 
+def _lowered_from(rule: Rule, d: Decision | DecisionStep) -> bool:
+    return rule.file == d.file and rule.loc == d.loc and rule.pointer == d.pointer
+
+
+def lowered_decisions(policy: Policy) -> list[Decision]:
+    """The decisions the lowering pass turned into rules (a refused header is not)."""
+    return [d for d in policy.decisions
+            if any(r.id == d.pick_rule and _lowered_from(r, d) for r in policy.rules)]
+
+
 def is_pick_rule(policy: Policy, rule_id: str) -> bool:
     """A generated rule no author wrote (it takes a decision's first step)."""
-    return any(rule_id == d.pick_rule for d in policy.decisions)
+    return any(rule_id == d.pick_rule for d in lowered_decisions(policy))
 
 
 def step_rules(policy: Policy) -> list[tuple[Decision, int, Rule]]:
     """(decision, position, lowered rule) of every step that was lowered, in order."""
-    by_id = {r.id: r for r in policy.rules}
     out = []
-    for d in policy.decisions:
-        if d.pick_rule not in by_id:
-            continue  # not lowered (its header was refused)
+    for d in lowered_decisions(policy):
         for k, step in enumerate(d.steps, 1):
-            rule = by_id.get(step.id)
-            if rule is not None and rule.file == step.file and rule.loc == step.loc:
+            rule = next((r for r in policy.rules if r.id == step.id and _lowered_from(r, step)),
+                        None)
+            if rule is not None:
                 out.append((d, k, rule))
     return out
