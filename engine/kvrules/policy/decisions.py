@@ -89,6 +89,7 @@ class Decision:
     loc: Loc
     pointer: str
     file: str
+    subject_loc: Loc = ("", 0, 0)
 
     @property
     def pick_rule(self) -> str:
@@ -123,7 +124,8 @@ def parse_decision(data: dict[str, Any], ptr: str, at: Located) -> Decision:
     subject = data["subject"]
     return Decision(id=data["id"], description=data["description"], subject=subject,
                     alias=data.get("as", subject), result=data["result"], steps=steps,
-                    loc=at.loc(ptr), pointer=ptr, file=at.file)
+                    loc=at.loc(ptr), pointer=ptr, file=at.file,
+                    subject_loc=at.loc(f"{ptr}/subject"))
 
 
 def _parse_step(data: dict[str, Any], ptr: str, at: Located) -> DecisionStep:
@@ -171,12 +173,12 @@ def _decision_ok(policy: Policy, d: Decision, known: set[str], seen: dict[str, D
         return False
     if d.subject not in known:
         report(codes.RULE_UNKNOWN_FACT, f"unknown fact type '{d.subject}' (the subject of "
-               f"decision '{d.id}')", d.loc, f"{d.pointer}/subject", d.id)
+               f"decision '{d.id}')", d.subject_loc, f"{d.pointer}/subject", d.id)
         return False
     if d.subject != SUBJECT_FIELD[d.result]:
         report(codes.RULE_UNSUPPORTED, f"a {d.result} decision decides about each "
                f"{SUBJECT_FIELD[d.result]}: use subject: {SUBJECT_FIELD[d.result]}, not "
-               f"'{d.subject}'", d.loc, f"{d.pointer}/subject", d.id)
+               f"'{d.subject}'", d.subject_loc, f"{d.pointer}/subject", d.id)
         return False
     return True
 
