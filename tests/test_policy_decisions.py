@@ -266,7 +266,7 @@ def test_a_broken_decision_is_a_located_diagnostic(tmp_path: Path, name: str) ->
 
 
 def test_diagnostics_point_at_the_line_of_the_broken_key(tmp_path: Path) -> None:
-    lines = {"unknown subject": (4, 5), "regime not in the vocabulary": (10, 15),
+    lines = {"unknown subject": (4, 14), "regime not in the vocabulary": (10, 15),
              "unknown fact in a step": (9, 16)}
     for name, where in lines.items():
         policy = write_policy(tmp_path / name.replace(" ", "_"), BROKEN[name][0])
