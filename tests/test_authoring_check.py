@@ -122,6 +122,11 @@ EXPECTED: dict[str, list[Diagnostic]] = {
         "can decide regime 'fake_fallback' for the same facts for which 'step1_real' decides "
         "'real_kv' and nothing orders them; make their conditions exclusive or make them "
         "steps of one decision")],
+    "rule_unreachable_step": [_d(
+        "rule_unreachable_step", "rules.yaml", 15, 9, "rule_unreachable_step",
+        "s.dense_stamp", "/decisions/0/steps/1",
+        "can never decide: every point it holds for is decided first by the earlier step "
+        "'s.fake_stamp'")],
 }
 
 

@@ -123,6 +123,9 @@ def test_the_first_step_that_holds_decides_in_written_order(tmp_path: Path) -> N
     policy = write_policy(tmp_path / "p", yaml.safe_dump({"decisions": [decision]}))
     assert verdicts(policy, "moe-tp-approved-skip") == [
         ("fake_fallback", "regime.step8_no_evidence")] * 2
+    found = check_policy(str(policy)).diagnostics  # and the lint says so, step by step
+    assert [(d.code, d.rule) for d in found] == [
+        ("rule_unreachable_step", s["id"]) for s in decision["steps"][1:]]
 
 
 def test_a_step_may_bind_the_subject_under_another_alias(tmp_path: Path) -> None:

@@ -397,8 +397,10 @@ def stratify(state: CompileState) -> None:
                 strata[rule.id] = need
                 changed = True
                 if need > limit:
-                    state.error(codes.RULE_NEGATION_CYCLE, f"rule '{rule.id}' depends on "
-                                "itself through 'none'", rule.loc, rule.pointer, rule.id)
+                    state.error(codes.RULE_NEGATION_CYCLE,
+                                decisions.cycle_message(policy, rule.id) or f"rule "
+                                f"'{rule.id}' depends on itself through 'none'", rule.loc,
+                                rule.pointer, rule.id)
                     return
     state.strata = strata
 

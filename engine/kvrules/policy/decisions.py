@@ -247,6 +247,15 @@ def pick_rule(d: Decision) -> Rule:
                 pointer=ptr, file=d.file)
 
 
+def cycle_message(policy: Policy, rule_id: str) -> str | None:
+    """A negation cycle through a decision's order, in the author's words (None otherwise)."""
+    d = decision_of(policy, rule_id)
+    if d is None or rule_id != d.pick_rule:
+        return None
+    return (f"decision '{d.id}' depends on its own result: a step reads a fact derived from "
+            f"the {d.result} it decides, so no order of its steps exists")
+
+
 def decision_of(policy: Policy, rule_id: str) -> Decision | None:
     """The decision a rule was generated from (a step or the pick rule), if any."""
     for d in policy.decisions:

@@ -114,3 +114,59 @@ def _excluded_by_none(ctx: LintContext, x: Decider, y: Decider) -> bool:
                                                         ctx.kind_of(pos.fact)):
                 return True
     return False
+
+
+@dataclass(frozen=True)
+class UnreachableStepIssue(Issue):
+    """A step of an ordered decision that can never decide: an earlier step of the same
+    decision reads nothing but the subject, and its conditions hold for every subject this
+    step holds for, so the earlier step always decides first. (Found only when that is
+    provable: the conditions on the subject compare with literals, not refs.)
+
+    Fails (every point stamped kvwarm_fake_fallback with native fake_fallback is already
+    decided by ``s.fake_stamp``)::
+
+        steps:
+          - id: s.fake_stamp
+            when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback}}}]
+            then: fake_fallback
+          - id: s.dense_stamp
+            when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback},
+                                         native_regime: fake_fallback}}]
+            then: "skip:dense_model_content_insensitive"
+
+    Passes: put ``s.dense_stamp`` first (the narrower step before the wider one).
+    """
+
+    code: ClassVar[str] = "rule_unreachable_step"
+    description: ClassVar[str] = "a decision step can never decide (an earlier step always holds)"
+
+
+def check_unreachable_steps(ctx: LintContext) -> Iterator[Issue]:
+    """For each step, the first earlier step of its decision that provably covers it."""
+    steps = [s for s in deciders(ctx.policy) if s.decision is not None]
+    for k, later in enumerate(steps):
+        earlier = next((e for e in steps[:k] if e.decision is later.decision
+                        and _covers(ctx, e, later)), None)
+        if earlier is not None and later.decision is not None:
+            yield UnreachableStepIssue(
+                f"can never decide: every {later.decision.subject} it holds for is decided "
+                f"first by the earlier step '{earlier.rule.id}'", later.rule.loc,
+                later.rule.pointer, later.rule.id)
+
+
+def _covers(ctx: LintContext, earlier: Decider, later: Decider) -> bool:
+    """``earlier`` reads only the subject, and the subject conditions of ``later`` imply
+    those of ``earlier`` (no refs, so the implication is decided by the witness search)."""
+    if len(earlier.rule.patterns) != 1 or earlier.rule.patterns[0].negated \
+            or earlier.rule.patterns[0].alias != earlier.subject:
+        return False
+    subject = earlier.rule.patterns[0]
+    mine = next((p for p in later.rule.positives if p.alias == later.subject), None)
+    if mine is None or _has_ref(subject.where) or _has_ref(mine.where):
+        return False
+    return not satisfiable(conjoin(mine.where, negate(subject.where)), ctx.kind_of(mine.fact))
+
+
+def _has_ref(where: Expr | None) -> bool:
+    return any(isinstance(a.operand, Ref) for a in atoms(where))
