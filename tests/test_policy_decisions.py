@@ -277,6 +277,14 @@ def test_diagnostics_point_at_the_line_of_the_broken_key(tmp_path: Path) -> None
         assert (found.line, found.column) == where, name
 
 
+def test_a_cycle_through_the_order_names_the_decision(tmp_path: Path) -> None:
+    text, _ = BROKEN["a step that reads the decision's own result"]
+    (found,) = check_policy(str(write_policy(tmp_path / "p", text))).diagnostics
+    assert found.message == ("decision 'regime' depends on its own result: a step reads a "
+                             "fact derived from the regime it decides, so no order of its "
+                             "steps exists")
+
+
 def test_two_decisions_with_one_id_and_a_clashing_derived_fact(tmp_path: Path) -> None:
     one = _decision(STEP_OK)
     two = one.replace("decisions:\n", "").replace("s.last", "s.again")
