@@ -19,11 +19,12 @@ from jsonschema.exceptions import best_match
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.facts.jsontypes import json_type
-from kvrules.policy import codes
+from kvrules.policy import codes, decisions
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
                                   Rule)
+from kvrules.policy.decisions import parse_decisions
 from kvrules.policy.parse import Located, parse_header, parse_rule
 from kvrules.policy.yamlpos import (YamlSyntaxError, decode_rule_file, load_with_positions,
                                     position_of)
@@ -72,8 +73,8 @@ def load_yaml(state: CompileState) -> None:
 
 def _check_rule_count(state: CompileState) -> None:
     """Refuse a policy with more than MAX_POLICY_RULES rules before any costly pass."""
-    counted = [(name, len(doc["rules"])) for name, (doc, _) in sorted(state.docs.items())
-               if isinstance(doc, dict) and isinstance(doc.get("rules"), list)]
+    counted = [(name, _rules_in(doc)) for name, (doc, _) in sorted(state.docs.items())
+               if isinstance(doc, dict)]
     total = sum(n for _, n in counted)
     if total <= MAX_POLICY_RULES:
         return
@@ -81,6 +82,18 @@ def _check_rule_count(state: CompileState) -> None:
     line, col = position_of(state.docs[name][1], "/rules")
     state.error(codes.RULE_LIMIT_ERROR, f"the policy has {total} rules; kvrules takes at most "
                 f"{MAX_POLICY_RULES}", (name, line, col), "/rules")
+
+
+def _rules_in(doc: dict[str, Any]) -> int:
+    """Rules of one (not yet validated) file: its rules, and the rules its decisions
+    lower to (one per step plus one)."""
+    rules = doc.get("rules")
+    count = len(rules) if isinstance(rules, list) else 0
+    decisions = doc.get("decisions")
+    for d in decisions if isinstance(decisions, list) else []:
+        steps = d.get("steps") if isinstance(d, dict) else None
+        count += 1 + (len(steps) if isinstance(steps, list) else 0)
+    return count
 
 
 MAX_POLICY_RULES = 3000
@@ -130,13 +143,22 @@ def _leaves(err: Any) -> list[Any]:
 
 
 def _rule_id_at(data: Any, path: list[Any]) -> str | None:
-    if len(path) >= 2 and path[0] == "rules" and isinstance(data, dict):
-        try:
-            rid = data["rules"][path[1]].get("id")
-            return rid if isinstance(rid, str) else None
-        except (IndexError, AttributeError, TypeError):
-            return None
+    """The id of the rule (or decision step, or decision) a schema error is inside."""
+    if len(path) >= 4 and path[0] == "decisions" and path[2] == "steps":
+        return _id_of(data, path[:4]) or _id_of(data, path[:2])
+    if len(path) >= 2 and path[0] in ("rules", "decisions"):
+        return _id_of(data, path[:2])
     return None
+
+
+def _id_of(data: Any, path: list[Any]) -> str | None:
+    try:
+        for key in path:
+            data = data[key]
+        rid = data.get("id")
+        return rid if isinstance(rid, str) else None
+    except (IndexError, KeyError, AttributeError, TypeError):
+        return None
 
 
 def build_model(state: CompileState) -> None:
@@ -154,7 +176,15 @@ def build_model(state: CompileState) -> None:
         at = Located(fname, positions)
         for i, raw in enumerate((doc or {}).get("rules", []) if isinstance(doc, dict) else []):
             state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
+        state.policy.decisions += parse_decisions(doc, at)
     state.policy.files = dict(state.files)
+
+
+def lower_decisions(state: CompileState) -> None:
+    """Ordered decisions become ordinary rules (see :mod:`kvrules.policy.decisions`)."""
+    if state.policy is not None:
+        decisions.lower_decisions(state.policy, lambda code, message, loc, pointer, rule:
+                                  state.error(code, message, loc, pointer, rule))
 
 
 def resolve_names(state: CompileState) -> None:
@@ -178,6 +208,8 @@ def resolve_names(state: CompileState) -> None:
                         rule.pointer, rule.id)
         seen.setdefault(rule.id, rule)
         _resolve_rule(state, rule)
+    decisions.check_values(policy, lambda code, message, loc, pointer, rule:
+                           state.error(code, message, loc, pointer, rule))
 
 
 def _resolve_rule(state: CompileState, rule: Rule) -> None:
@@ -365,8 +397,10 @@ def stratify(state: CompileState) -> None:
                 strata[rule.id] = need
                 changed = True
                 if need > limit:
-                    state.error(codes.RULE_NEGATION_CYCLE, f"rule '{rule.id}' depends on "
-                                "itself through 'none'", rule.loc, rule.pointer, rule.id)
+                    state.error(codes.RULE_NEGATION_CYCLE,
+                                decisions.cycle_message(policy, rule.id) or f"rule "
+                                f"'{rule.id}' depends on itself through 'none'", rule.loc,
+                                rule.pointer, rule.id)
                     return
     state.strata = strata
 
@@ -374,7 +408,8 @@ def stratify(state: CompileState) -> None:
 Pass = Callable[[CompileState], None]
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
-    ("build_model", build_model), ("resolve_names", resolve_names),
+    ("build_model", build_model), ("lower_decisions", lower_decisions),
+    ("resolve_names", resolve_names),
     ("check_types", check_types), ("stratify", stratify))
 """The engine-neutral passes. A backend appends its own (limits, lowering): see
 :data:`kvrules.pipeline.PASSES`."""
