@@ -175,8 +175,8 @@ def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Pa
 
 def test_lint_passes_are_inserted_after_stratify() -> None:
     names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
-    assert names == ["load_yaml", "validate_schema", "resolve_extends", "build_model", "resolve_names",
-                     "check_types", "stratify", "x", "check_engine_limits",
+    assert names == ["load_yaml", "validate_schema", "resolve_extends", "build_model",
+                     "resolve_names", "check_types", "stratify", "x", "check_engine_limits",
                      "lower_to_durable"]
     with pytest.raises(ValueError):
         insert_after(CHECK_PASSES, "nope", ())
