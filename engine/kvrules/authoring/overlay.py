@@ -6,8 +6,9 @@ reads the copy exactly like ``classify`` does (discover → load → extract). T
 itself is never modified, and the case proves what the extractor and the rules make of
 evidence on disk, not of hand-written facts.
 
-An edit is ``{file, pointer, value}`` (set), ``{file, pointer, delete: true}`` (remove) or
-``{file, text}`` (write a whole text file, e.g. ``run.sh``). ``file`` selects files:
+An edit is ``{file, pointer, value}`` (set), ``{file, pointer, delete: true}`` (remove a
+member; without ``pointer`` the whole file), or ``{file, text}`` (write a whole text file,
+e.g. ``run.sh``). ``file`` selects files:
 
 * ``plan``: the campaign's ``collection-plan.json``;
 * ``rank<N>`` (``rank0``, ``rank1``): the rank artifact of dp rank N of the case's cell;
@@ -135,11 +136,20 @@ def apply_edit(root: Path, cell_dir: Path, edit: Edit) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(edit.text, encoding="utf-8")
             continue
+        if edit.delete and not edit.pointer:
+            _remove(path)
+            continue
         data = _read(path) if path.exists() else None
         data = set_pointer(data, edit.pointer, None if edit.delete else edit.value,
                            edit.delete)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def _remove(path: Path) -> None:
+    if not path.is_file():
+        raise EditError(f"edit: no file {path.name} to delete")
+    path.unlink()
 
 
 def _read(path: Path) -> Any:
@@ -159,8 +169,6 @@ def set_pointer(doc: Any, pointer: str, value: Any, delete: bool = False) -> Any
     """``doc`` with ``value`` at ``pointer`` (or that member removed); returns the document."""
     steps = _steps(pointer)
     if not steps:
-        if delete:
-            raise EditError("cannot delete the whole document")
         return value
     node = doc
     for step in steps[:-1]:
