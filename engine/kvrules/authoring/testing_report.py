@@ -79,8 +79,8 @@ def render_test_pretty(run: PolicyTestRun, min_rules: float = 0, min_conditions:
     if lines:
         lines.append("")
     lines.append(summary_line(run))
-    lines += forms_lines(run)
     lines += coverage_lines(run.coverage, verbose or any("condition" in b for b in below))
+    lines += forms_lines(run)
     lines += [f"FAIL {b}" for b in below]
     return "\n".join(lines) + "\n"
 
