@@ -122,7 +122,8 @@ def _text(path: Path | Traversable, label: str) -> str:
 def find_test_files(policy: str | None,
                     tests: str | None) -> list[tuple[str, str, Path | None]]:
     """(label, text, folder) of every test file: ``tests`` (a file or folder) or the policy's
-    ``tests/`` folder (the shipped one when ``policy`` is None)."""
+    ``tests/`` folder (the shipped one when ``policy`` is None). A folder's ``defaults.yaml``
+    is not a test file: :func:`load_cases` reads it as what the folder's files share."""
     if tests is not None:
         path = Path(tests)
         if path.is_file():
@@ -178,8 +179,11 @@ def _shared(folder: Path | None, problems: list[Diagnostic]) -> Shared:
 
 
 def _nearest_campaigns(folder: Path | None) -> Path | None:
-    for parent in [Path(folder).resolve(), *Path(folder).resolve().parents] if folder \
-            is not None else []:
+    """The nearest ``examples/`` folder at or above the test folder, if any."""
+    if folder is None:
+        return None
+    start = Path(folder).resolve()
+    for parent in (start, *start.parents):
         if (parent / CAMPAIGNS_DIR).is_dir():
             return parent / CAMPAIGNS_DIR
     return None
