@@ -151,7 +151,7 @@ def test_compact_facts_merge_and_fill_what_the_extractor_computes() -> None:
 def test_cli_exit_codes_and_json(runner: CliRunner) -> None:
     ok = runner.invoke(app, ["rules", "test", "--min-coverage", "100"])
     assert ok.exit_code == 0
-    assert ok.stdout.splitlines()[:2] == ["135 cases: 135 passed, 0 failed, 0 skipped",
+    assert ok.stdout.splitlines()[:2] == ["137 cases: 137 passed, 0 failed, 0 skipped",
                                           "rule coverage: 68/68 rules fired (100.0%)"]
     low = runner.invoke(app, ["rules", "test", CLEAN, "--tests", str(CASES / "coverage_one.yaml"),
                               "--min-coverage", "80", "-f", "json"])
