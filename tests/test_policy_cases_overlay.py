@@ -5,12 +5,13 @@ The README's overlay cases are run as written; the rest pins the edit language, 
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLES, snapshot
-from policy_cases import files, variant
+from helpers import EXAMPLES, only_cell, snapshot
+from policy_cases import variant
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
@@ -18,6 +19,7 @@ from kvrules.authoring.cases import find_test_files, load_cases
 from kvrules.authoring.overlay import (Edit, EditError, Overlay, overlay_cell, rank_files,
                                        set_pointer)
 from kvrules.authoring.testing import run_policy_tests
+from kvrules.authoring.testing_report import render_test_json
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 
@@ -101,7 +103,7 @@ def test_set_pointer_refuses_what_is_not_there(pointer: str, delete: bool,
 
 def test_file_selectors_name_ranks_plan_provenance_and_globs(tmp_path: Path) -> None:
     campaign = variant(tmp_path, "dp2-peer-ineligible")
-    cell = files.__globals__["only_cell"](campaign)
+    cell = only_cell(campaign)
     assert [(n, p.name) for n, p in rank_files(cell)] == [(0, "benchmark.json"),
                                                           (1, "benchmark_dp1.json")]
     dp2 = EXAMPLES / "dp2-peer-ineligible"
@@ -193,3 +195,19 @@ def test_coverage_is_reported_by_form(tmp_path: Path) -> None:
     assert run.extractor_coverage is not None
     assert run.extractor_coverage.rules_fired != ()
     assert set(run.extractor_coverage.rules_fired) <= set(run.coverage.rules_fired)
+
+
+def test_an_edit_round_trips_through_its_dict() -> None:
+    for data in ({"file": "plan", "pointer": "/a", "value": [1]},
+                 {"file": "rank0", "pointer": "/a", "delete": True},
+                 {"file": "run.sh", "text": "x\n"}):
+        assert Edit.from_dict(data).to_dict() == data
+
+
+def test_the_json_report_counts_forms_and_extractor_coverage(tmp_path: Path) -> None:
+    tests = folder(tmp_path, "cases:\n  - note: the example as it is\n"
+                             "    want: {regime: \"skip:dense_model_content_insensitive\"}\n")
+    doc = json.loads(render_test_json(run_policy_tests(None, str(tests))))
+    assert doc["forms"] == {"overlay": 1, "artifacts": 0, "facts": 0}
+    assert doc["cases"][0]["form"] == "overlay"
+    assert doc["extractor_coverage"]["rules"]["fired"] == doc["coverage"]["rules"]["fired"]
