@@ -380,8 +380,8 @@ def stratify(state: CompileState) -> None:
 Pass = Callable[[CompileState], None]
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
-    ("resolve_extends", resolve_extends), ("build_model", build_model), ("resolve_names", resolve_names),
-    ("check_types", check_types), ("stratify", stratify))
+    ("resolve_extends", resolve_extends), ("build_model", build_model),
+    ("resolve_names", resolve_names), ("check_types", check_types), ("stratify", stratify))
 """The engine-neutral passes. A backend appends its own (limits, lowering): see
 :data:`kvrules.pipeline.PASSES`."""
 GATES = {"resolve_extends", "build_model", "resolve_names", "lower_to_durable"}
