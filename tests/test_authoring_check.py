@@ -47,6 +47,9 @@ EXPECTED: dict[str, list[Diagnostic]] = {
     "rule_header_error": [_d(
         "rule_header_error", "second.yaml", 1, 1, codes.RULE_HEADER_ERROR, None, "",
         "expected exactly one 'policy:' header, found 2")],
+    "rule_extends_error": [_d(
+        "rule_extends_error", "policy.yaml", 6, 32, codes.RULE_EXTENDS_ERROR, None,
+        "/policy/disable/1", "disable 'dense.d2_typo': the base policy has no rule with that id")],
     "rule_duplicate_id": [_d(
         "rule_duplicate_id", "rules.yaml", 28, 5, codes.RULE_DUPLICATE_ID, "step1_real",
         "/rules/3", f"rule id 'step1_real' is already used at "
@@ -178,9 +181,9 @@ def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Pa
 
 def test_lint_passes_are_inserted_after_stratify() -> None:
     names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
-    assert names == ["load_yaml", "validate_schema", "build_model", "lower_decisions",
-                     "resolve_names",
-                     "check_types", "stratify", "x", "check_engine_limits",
+    assert names == ["load_yaml", "validate_schema", "resolve_extends", "build_model",
+                     "lower_decisions", "resolve_names", "check_types", "stratify", "x",
+                     "check_engine_limits",
                      "lower_to_durable"]
     with pytest.raises(ValueError):
         insert_after(CHECK_PASSES, "nope", ())

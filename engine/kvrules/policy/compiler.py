@@ -22,6 +22,7 @@ from kvrules.facts.jsontypes import json_type
 from kvrules.policy import codes, decisions
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
+from kvrules.policy.extends import Layer, Sources, read_layers, resolve_extends
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
                                   Rule)
 from kvrules.policy.decisions import parse_decisions
@@ -47,6 +48,10 @@ class CompileState:
     """What the backend made of the rules (opaque here)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     read_errors: dict[str, YamlSyntaxError] = field(default_factory=dict)
+    layers: list[Layer] = field(default_factory=list)
+    """The policy directories of an ``extends`` chain, base first (one without it)."""
+    skipped: set[tuple[str, int]] = field(default_factory=set)
+    """(file, index) of base rules an extending policy overrides or disables."""
 
     def error(self, code: str, message: str, loc: Loc, pointer: str = "",
               rule: str | None = None, severity: str = "error") -> None:
@@ -175,7 +180,8 @@ def build_model(state: CompileState) -> None:
     for fname, (doc, positions) in sorted(state.docs.items()):
         at = Located(fname, positions)
         for i, raw in enumerate((doc or {}).get("rules", []) if isinstance(doc, dict) else []):
-            state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
+            if (fname, i) not in state.skipped:
+                state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
         state.policy.decisions += parse_decisions(doc, at)
     state.policy.files = dict(state.files)
 
@@ -408,12 +414,12 @@ def stratify(state: CompileState) -> None:
 Pass = Callable[[CompileState], None]
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
-    ("build_model", build_model), ("lower_decisions", lower_decisions),
-    ("resolve_names", resolve_names),
+    ("resolve_extends", resolve_extends), ("build_model", build_model),
+    ("lower_decisions", lower_decisions), ("resolve_names", resolve_names),
     ("check_types", check_types), ("stratify", stratify))
 """The engine-neutral passes. A backend appends its own (limits, lowering): see
 :data:`kvrules.pipeline.PASSES`."""
-GATES = {"build_model", "resolve_names", "lower_to_durable"}
+GATES = {"resolve_extends", "build_model", "resolve_names", "lower_to_durable"}
 """Passes that need every earlier pass clean (they would trip over broken input)."""
 
 
@@ -426,9 +432,16 @@ def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dic
 def read_policy_sources(source: str | Path | Traversable | None
                         ) -> tuple[str, dict[str, str], dict[str, YamlSyntaxError]]:
     """Like :func:`read_policy_files`, plus the files that could not be read or decoded
-    (size limit, byte-order mark, not UTF-8); their text is empty."""
+    (size limit, byte-order mark, not UTF-8); their text is empty. With ``extends``, the
+    files of every base policy are included (see :mod:`kvrules.policy.extends`)."""
+    sources = read_policy_layers(source)
+    return sources.label, sources.files, sources.errors
+
+
+def read_policy_layers(source: str | Path | Traversable | None) -> Sources:
+    """Every file of the policy and of the policies it extends, base layers first."""
     if source is None:
-        root: Traversable = rules_dir()
+        root: Traversable | Path = rules_dir()
         label = "rules"
     elif not isinstance(source, (str, Path)):
         root, label = source, source.name
@@ -437,6 +450,12 @@ def read_policy_sources(source: str | Path | Traversable | None
         if not path.is_dir():
             raise KvrulesUsageError(f"policy directory not found: {source}")
         root, label = path, str(source)
+    return read_layers(root, label, _read_directory)
+
+
+def _read_directory(root: Traversable | Path, label: str
+                    ) -> tuple[dict[str, str], dict[str, YamlSyntaxError]]:
+    """``*.yaml`` of one policy directory, not subfolders."""
     files: dict[str, str] = {}
     errors: dict[str, YamlSyntaxError] = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
@@ -452,7 +471,7 @@ def read_policy_sources(source: str | Path | Traversable | None
                                                codes.RULE_ENCODING_ERROR)
     if not files:
         raise KvrulesUsageError(f"no rule files (*.yaml) in {label}")
-    return label, files, errors
+    return files, errors
 
 
 def _read_bounded(entry: Path | Traversable) -> bytes:
@@ -465,8 +484,9 @@ def _read_bounded(entry: Path | Traversable) -> bytes:
 def run_passes(source: str | Path | Traversable | None,
                passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompileState:
     """Run passes in order; stop at a gate when anything failed."""
-    label, files, errors = read_policy_sources(source)
-    state = CompileState(source=label, files=files, read_errors=errors)
+    sources = read_policy_layers(source)
+    state = CompileState(source=sources.label, files=sources.files, read_errors=sources.errors,
+                         layers=sources.layers, diagnostics=list(sources.diagnostics))
     for name, fn in passes:
         if name in GATES and state.failed:
             break
@@ -478,10 +498,13 @@ def run_passes(source: str | Path | Traversable | None,
 
 
 def policy_digest(files: dict[str, str], parameters: dict[str, Any]) -> str:
-    """sha256 over file names, contents and parameter values: identifies a report's policy."""
+    """sha256 over file names, contents and parameter values: identifies a report's policy.
+
+    ``files`` are every file of the resolved policy (base policies of ``extends`` included),
+    ordered by base name and content so the directories' labels do not matter."""
     h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.rsplit("/", 1)[-1].encode() + b"\0" + files[name].encode() + b"\0")
+    for base, text in sorted((n.rsplit("/", 1)[-1], t) for n, t in files.items()):
+        h.update(base.encode() + b"\0" + text.encode() + b"\0")
     for key in sorted(parameters):
         h.update(f"{key}={parameters[key]!r}\0".encode())
     return "sha256:" + h.hexdigest()
