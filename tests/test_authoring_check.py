@@ -47,6 +47,9 @@ EXPECTED: dict[str, list[Diagnostic]] = {
     "rule_header_error": [_d(
         "rule_header_error", "second.yaml", 1, 1, codes.RULE_HEADER_ERROR, None, "",
         "expected exactly one 'policy:' header, found 2")],
+    "rule_extends_error": [_d(
+        "rule_extends_error", "policy.yaml", 6, 32, codes.RULE_EXTENDS_ERROR, None,
+        "/policy/disable/1", "disable 'dense.d2_typo': the base policy has no rule with that id")],
     "rule_duplicate_id": [_d(
         "rule_duplicate_id", "rules.yaml", 28, 5, codes.RULE_DUPLICATE_ID, "step1_real",
         "/rules/3", f"rule id 'step1_real' is already used at "
@@ -80,12 +83,12 @@ EXPECTED: dict[str, list[Diagnostic]] = {
            "/rules/5/then/derive/set/step",
            "'candidate.step' is integer but is set to string '0'")],
     "rule_vocabulary_error": [
-        _d("rule_vocabulary_error", "rules.yaml", 33, 19, codes.RULE_VOCABULARY_ERROR,
-           "undeclared_code", "/rules/3/then/error",
-           "error code 'dp_point_disagreement' is not in policy.error_codes"),
-        _d("rule_vocabulary_error", "rules.yaml", 41, 20, codes.RULE_VOCABULARY_ERROR,
-           "undeclared_regime", "/rules/4/then/derive/set/regime",
-           "regime 'legacy' (proposed through candidate.regime) is not in policy.regimes")],
+        _d("rule_vocabulary_error", "rules.yaml", 12, 15, codes.RULE_VOCABULARY_ERROR,
+           "undeclared_regime", "/decisions/0/steps/0/then",
+           "regime 'legacy' is not in policy.regimes"),
+        _d("rule_vocabulary_error", "rules.yaml", 34, 19, codes.RULE_VOCABULARY_ERROR,
+           "undeclared_code", "/rules/0/then/error",
+           "error code 'dp_point_disagreement' is not in policy.error_codes")],
     "rule_negation_cycle": [_d(
         "rule_negation_cycle", "rules.yaml", 28, 5, codes.RULE_NEGATION_CYCLE,
         "left_unless_right", "/rules/3", "rule 'left_unless_right' depends on itself "
@@ -117,10 +120,16 @@ EXPECTED: dict[str, list[Diagnostic]] = {
         "/policy/derived/expected_model", "derived fact 'expected_model' is declared but no "
         "rule reads it (derived by expected_plan_model)", severity="warning")],
     "rule_ambiguous_regime": [_d(
-        "rule_ambiguous_regime", "rules.yaml", 28, 5, "rule_ambiguous_regime",
-        "step1_fake_stamp", "/rules/3",
+        "rule_ambiguous_regime", "rules.yaml", 21, 5, "rule_ambiguous_regime",
+        "fake_stamp", "/rules/0",
         "can decide regime 'fake_fallback' for the same facts for which 'step1_real' decides "
-        "'real_kv' at the same step 1; make their conditions exclusive or order them")],
+        "'real_kv' and nothing orders them; make their conditions exclusive or make them "
+        "steps of one decision")],
+    "rule_unreachable_step": [_d(
+        "rule_unreachable_step", "rules.yaml", 15, 9, "rule_unreachable_step",
+        "s.dense_stamp", "/decisions/0/steps/1",
+        "can never decide: every point it holds for is decided first by the earlier step "
+        "'s.fake_stamp'")],
 }
 
 
@@ -134,7 +143,7 @@ def runner() -> CliRunner:
 
 def test_the_shipped_policy_checks_clean() -> None:
     result = check_policy()
-    assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 79)
+    assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 78)
 
 
 def test_the_fixture_base_policy_checks_clean() -> None:
@@ -172,8 +181,9 @@ def test_unknown_check_ids_and_missing_directories_are_usage_errors(tmp_path: Pa
 
 def test_lint_passes_are_inserted_after_stratify() -> None:
     names = [n for n, _ in insert_after(CHECK_PASSES, "stratify", (("x", print),))]
-    assert names == ["load_yaml", "validate_schema", "build_model", "resolve_names",
-                     "check_types", "stratify", "x", "check_engine_limits",
+    assert names == ["load_yaml", "validate_schema", "resolve_extends", "build_model",
+                     "lower_decisions", "resolve_names", "check_types", "stratify", "x",
+                     "check_engine_limits",
                      "lower_to_durable"]
     with pytest.raises(ValueError):
         insert_after(CHECK_PASSES, "nope", ())
@@ -181,15 +191,15 @@ def test_lint_passes_are_inserted_after_stratify() -> None:
 
 def test_cli_text_output_and_exit_codes(runner: CliRunner) -> None:
     clean = runner.invoke(app, ["check"])
-    assert (clean.exit_code, clean.stdout) == (0, "rules: 9 files, 79 rules: no findings\n")
+    assert (clean.exit_code, clean.stdout) == (0, "rules: 9 files, 78 rules: no findings\n")
     broken = runner.invoke(app, ["check", str(POLICIES / "rule_ambiguous_regime")])
     where = POLICIES / "rule_ambiguous_regime"
     assert broken.exit_code == 1
     assert broken.stdout == (
-        f"{where}/rules.yaml:28:5: rule_ambiguous_regime: can decide regime 'fake_fallback' "
-        "for the same facts for which 'step1_real' decides 'real_kv' at the same step 1; make "
-        "their conditions exclusive or order them (rule: step1_fake_stamp)\n"
-        f"{where}: 2 files, 4 rules: 1 error, 0 warnings\n")
+        f"{where}/rules.yaml:21:5: rule_ambiguous_regime: can decide regime 'fake_fallback' "
+        "for the same facts for which 'step1_real' decides 'real_kv' and nothing orders them; "
+        "make their conditions exclusive or make them steps of one decision (rule: fake_stamp)"
+        f"\n{where}: 2 files, 3 rules: 1 error, 0 warnings\n")
     warned = runner.invoke(app, ["check", str(POLICIES / "rule_unused_derived_fact")])
     assert warned.exit_code == 0 and "rule_unused_derived_fact (warning)" in warned.stdout
 

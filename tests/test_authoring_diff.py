@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from kvrules import api
@@ -76,10 +77,13 @@ def test_a_rule_edit_shows_up_with_the_rule_that_now_decides(tmp_path: Path,
     head = tmp_path / "head"
     shutil.copytree(REPO / "rules", head, ignore=shutil.ignore_patterns("tests", "__*"))
     regime = head / "regime.yaml"
-    text = regime.read_text(encoding="utf-8")
-    regime.write_text(text.replace('step: 3, regime: "skip:moe_tp_balanced_by_construction"',
-                                   'step: 7, regime: "skip:moe_tp_balanced_by_construction"'),
-                      encoding="utf-8")
+    data = yaml.safe_load(regime.read_text(encoding="utf-8"))
+    steps = data["decisions"][0]["steps"]  # move step 3 after step 7 of the ordered decision
+    moved = next(s for s in steps if s["id"] == "regime.step3_moe_tp_skip")
+    steps.remove(moved)
+    steps.insert(1 + next(i for i, s in enumerate(steps)
+                          if s["id"] == "regime.step7_unapproved_skip"), moved)
+    regime.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     result = runner.invoke(app, ["diff", "--head", str(head), "--fail-on-change", "-f", "json",
                                  *EXAMPLES])
     doc = json.loads(result.stdout)

@@ -48,8 +48,9 @@ def test_a_point_chain_goes_from_the_verdict_down_to_the_evidence(policy: Compil
                                                     "regime.step7_unapproved_skip")
     assert [(s.depth, s.rule) for s in x.chain] == [
         (0, "regime.first_matching_step"), (1, "regime.step7_unapproved_skip")]
-    assert x.chain[0].negations == ("no candidate where point eq c.point and step lt c.step",)
-    assert x.chain[1].derived == "candidate {point: 'p2', step: 7, regime: 'fake_fallback'}"
+    assert x.chain[0].negations == ("no earlier step of decision 'regime' holds for this point",)
+    assert x.chain[1].derived == \
+        "regime_candidate {point: 'p2', step: 11, regime: 'fake_fallback'}"
     assert Evidence("kvwarm", "skip_reason", True, "dense_model_content_insensitive", BENCH,
                     "/kvwarm/skip_reason") in x.chain[1].evidence
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
-from kvrules.authoring.policyinfo import FACT_KEYS, Proposal, deciders, proposals
+from kvrules.authoring.policyinfo import FACT_KEYS, deciders
 from kvrules.facts.extract import extract_cell
 from kvrules.pipeline import compile_policy
 
@@ -27,20 +27,20 @@ def test_fact_keys_identify_every_extracted_fact() -> None:
 
 
 def test_the_shipped_regime_steps() -> None:
+    """Read from the ordered decision of rules/regime.yaml: positions, not guessed steps."""
     policy = compile_policy().policy
-    assert proposals(policy) == [Proposal("candidate", "regime", "step", "point")]
-    steps = [(d.rule.id, d.order, d.regime, d.subject) for d in deciders(policy)]
-    assert steps == [
-        ("regime.step1_prefill_no_kv", 1, "n/a", "point"),
-        ("regime.step1_prefill", 1, "n/a", "point"),
-        ("regime.step2_legacy", 2, "legacy", "point"),
-        ("regime.step2_legacy_without_plan", 2, "fake_fallback", "point"),
-        ("regime.step3_moe_tp_skip", 3, "skip:moe_tp_balanced_by_construction", "point"),
-        ("regime.step4_real_kv", 4, "real_kv", "point"),
-        ("regime.step4_real_kv_random_kda", 4, "real_attention_kv_random_kda", "point"),
-        ("regime.step5_dense_stamp_format", 5, "skip:dense_model_content_insensitive", "point"),
-        ("regime.step5_dense_native_format", 5, "skip:dense_model_content_insensitive",
-         "point"),
-        ("regime.step6_fake_stamp", 6, "fake_fallback", "point"),
-        ("regime.step7_unapproved_skip", 7, "fake_fallback", "point"),
-        ("regime.step8_no_evidence", 8, "fake_fallback", "point")]
+    steps = [(d.rule.id, d.order, d.regime, d.subject, d.decision and d.decision.id)
+             for d in deciders(policy)]
+    assert steps == [(rid, k, regime, "point", "regime") for k, (rid, regime) in enumerate([
+        ("regime.step1_prefill_no_kv", "n/a"),
+        ("regime.step1_prefill", "n/a"),
+        ("regime.step2_legacy", "legacy"),
+        ("regime.step2_legacy_without_plan", "fake_fallback"),
+        ("regime.step3_moe_tp_skip", "skip:moe_tp_balanced_by_construction"),
+        ("regime.step4_real_kv_random_kda", "real_attention_kv_random_kda"),
+        ("regime.step4_real_kv", "real_kv"),
+        ("regime.step5_dense_stamp_format", "skip:dense_model_content_insensitive"),
+        ("regime.step5_dense_native_format", "skip:dense_model_content_insensitive"),
+        ("regime.step6_fake_stamp", "fake_fallback"),
+        ("regime.step7_unapproved_skip", "fake_fallback"),
+        ("regime.step8_no_evidence", "fake_fallback")], 1)]

@@ -37,8 +37,10 @@ def test_the_shipped_cases_ship_pass_and_fire_every_rule() -> None:
     assert failed == []
     assert run.coverage.rules_not_fired == ()
     assert run.coverage.rule_percent == 100.0
-    assert run.coverage.condition_percent >= 75.0
-    assert run.exit_code(min_rules=100, min_conditions=75) == 0
+    assert run.coverage.condition_percent >= 90.0
+    assert run.exit_code(min_rules=100, min_conditions=90) == 0
+    forms = run.forms()
+    assert forms["overlay"] > 9 * forms["facts"]  # most cases go through the extractor
 
 
 def test_one_case_covers_two_of_three_rules_and_no_condition() -> None:
@@ -80,7 +82,8 @@ def test_failures_are_readable_diffs_skips_are_skipped_and_artifacts_are_read() 
                             Mismatch("points.2.decided_by", "step1_real", "step2_fake", fired2),
                             Mismatch("points.3", "present", "absent"))),
         CaseResult(file, 16, "not written yet", "skip", todo="waiting for the prefill rules"),
-        CaseResult(file, 20, "a bundled example campaign, read like classify", "pass"))
+        CaseResult(file, 20, "a bundled example campaign, read like classify", "pass",
+                   form="artifacts"))
     assert run.counts() == {"pass": 1, "fail": 1, "skip": 1}
     assert run.exit_code() == 1
     assert render_test_pretty(run).splitlines()[:9] == [
@@ -150,8 +153,8 @@ def test_compact_facts_merge_and_fill_what_the_extractor_computes() -> None:
 def test_cli_exit_codes_and_json(runner: CliRunner) -> None:
     ok = runner.invoke(app, ["rules", "test", "--min-coverage", "100"])
     assert ok.exit_code == 0
-    assert ok.stdout.splitlines()[:2] == ["109 cases: 109 passed, 0 failed, 0 skipped",
-                                          "rule coverage: 79/79 rules fired (100.0%)"]
+    assert ok.stdout.splitlines()[:2] == ["148 cases: 148 passed, 0 failed, 0 skipped",
+                                          "rule coverage: 78/78 rules fired (100.0%)"]
     low = runner.invoke(app, ["rules", "test", CLEAN, "--tests", str(CASES / "coverage_one.yaml"),
                               "--min-coverage", "80", "-f", "json"])
     doc = json.loads(low.stdout)

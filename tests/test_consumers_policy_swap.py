@@ -20,9 +20,9 @@ def step5_fake(tmp_path_factory: pytest.TempPathFactory) -> api.Policy:
     rules = policy_copy(tmp_path_factory.mktemp("policy"))
     regime = rules / "regime.yaml"
     text = regime.read_text(encoding="utf-8")
-    marker = 'step: 5, regime: "skip:dense_model_content_insensitive"'
+    marker = 'then: "skip:dense_model_content_insensitive"'  # the two step-5 formats
     assert text.count(marker) == 2
-    regime.write_text(text.replace(marker, "step: 5, regime: fake_fallback"), encoding="utf-8")
+    regime.write_text(text.replace(marker, "then: fake_fallback"), encoding="utf-8")
     return api.load_policy(rules)
 
 

@@ -323,6 +323,8 @@ def _drop_rule(path, rule_id):
     import yaml
     data = yaml.safe_load(path.read_text())
     data["rules"] = [r for r in data["rules"] if r["id"] != rule_id]
+    for decision in data.get("decisions", []):  # a step of an ordered decision is a rule too
+        decision["steps"] = [s for s in decision["steps"] if s["id"] != rule_id]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 

@@ -23,9 +23,10 @@ from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
 from kvrules.pipeline import Classifier
-from kvrules.backend.durable.supervisor import child_signals, signals_deferred
+from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]
@@ -41,7 +42,8 @@ class Policy:
         self.classifier = Classifier(compiled)
 
     @property
-    def identity(self) -> Any:
+    def identity(self) -> PolicyIdentity:
+        """Name, version, digest and parameters: what a report records as its policy."""
         return self.compiled.identity
 
     def with_parameters(self, **parameters: Any) -> "Policy":

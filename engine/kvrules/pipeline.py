@@ -10,7 +10,7 @@ engine run per distinct shape, not per cell.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,62 @@ def value_problems(facts: list[Fact]) -> list[Diagnostic]:
 
 
 def _structural(diagnostics: list[Diagnostic]) -> bool:
-    return any(getattr(d, "code", None) in STRUCTURAL_CODES for d in diagnostics)
+    return any(d.code in STRUCTURAL_CODES for d in diagnostics)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A cell ready for the backend: its facts, its point classes and the problems found.
+
+    ``to_engine`` is False when the evidence is broken or holds values the engine must never
+    see: the verdict is then built from the diagnostics alone.
+    """
+
+    cell: CellFacts
+    classes: list[Fact]
+    class_of: dict[int, str]
+    to_engine: bool
+
+    @property
+    def facts(self) -> list[Fact]:
+        """What the engine is given: the cell's facts plus one fact per point class."""
+        return self.cell.facts + self.classes
+
+
+def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
+    """Group the points into classes and check every fact before the engine sees it."""
+    classes, class_of = point_classes(cp, cell.points, cell.peer_points)
+    facts = cell.facts + classes
+    if _structural(cell.diagnostics):  # broken evidence never reaches the engine
+        return Prepared(cell, classes, class_of, False)
+    refused = value_problems(facts)
+    if refused:
+        return Prepared(replace(cell, diagnostics=cell.diagnostics + refused), classes,
+                        class_of, False)
+    problems = catalogue_problems(cp, facts)
+    if problems:  # rules would read what the catalogue does not promise: fail closed
+        cell = replace(cell, diagnostics=cell.diagnostics + problems)
+    return Prepared(cell, classes, class_of, True)
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """One cell classified with everything kept (for explain, coverage and policy tests)."""
+
+    prepared: Prepared
+    evaluation: Evaluation
+    verdict: CellVerdict
+
+
+def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> CellRun:
+    """Classify one cell as :class:`Classifier` does, without the memo, keeping the session.
+
+    The engine runs in this process (authoring tools only; a crash is not contained).
+    """
+    prepared = prepare(cp, cell)
+    ev = durable.evaluate_in_process(cp, prepared.facts) if prepared.to_engine else Evaluation()
+    verdict = build_cell(cp, prepared.cell, ev, prepared.class_of, prepared.classes)
+    return CellRun(prepared, ev, verdict)
 
 
 class Classifier:
@@ -92,32 +147,29 @@ class Classifier:
 
     def classify_facts(self, cell: CellFacts) -> CellVerdict:
         """Verdict of a cell from already extracted facts."""
-        classes, class_of = point_classes(self.cp, cell.points, cell.peer_points)
-        facts = cell.facts + classes
-        if _structural(cell.diagnostics):  # broken evidence never reaches the engine
-            return build_cell(self.cp, cell, Evaluation(), class_of, classes)
-        refused = value_problems(facts)
-        if refused:
-            cell = replace(cell, diagnostics=cell.diagnostics + refused)
-            return build_cell(self.cp, cell, Evaluation(), class_of, classes)
-        problems = catalogue_problems(self.cp, facts)
-        if problems:  # rules would read what the catalogue does not promise: fail closed
-            cell = replace(cell, diagnostics=cell.diagnostics + problems)
+        prepared = prepare(self.cp, cell)
+        ev = self._evaluate(prepared.facts, cell.cell_id) if prepared.to_engine else Evaluation()
+        return build_cell(self.cp, prepared.cell, ev, prepared.class_of, prepared.classes)
+
+    def _evaluate(self, facts: list[Fact], cell_id: str) -> Evaluation:
+        """The engine's evaluation of ``facts``, shared by cells the rules cannot tell apart."""
         key = projection(self.cp, facts)
         ev = self._memo.get(key)
-        if ev is None:
-            ev, real = self.engine.evaluate(facts, cell.cell_id)
-            self.evaluations += 1
-            if real:  # a crash is not memoised: the next such cell gets a fresh worker
-                self._memo[key] = ev
-                if len(self._memo) > MEMO_SIZE:
-                    self._memo.popitem(last=False)
-        else:
+        if ev is not None:
             self._memo.move_to_end(key)
-        return build_cell(self.cp, cell, ev, class_of, classes)
+            return ev
+        ev, real = self.engine.evaluate(facts, cell_id)
+        self.evaluations += 1
+        if real:  # a crash is not memoised: the next such cell gets a fresh worker
+            self._memo[key] = ev
+            if len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return ev
 
     def classify_evidence(self, evidence: CellEvidence) -> CellVerdict:
+        """Verdict of a loaded cell (extracts its facts first)."""
         return self.classify_facts(extract_cell(evidence))
 
     def classify_ref(self, ref: CellRef) -> CellVerdict:
+        """Verdict of a discovered cell (loads and extracts it first)."""
         return self.classify_evidence(load_cell(ref))

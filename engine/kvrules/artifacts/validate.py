@@ -39,7 +39,8 @@ def _is_number(_checker: Any, instance: Any) -> bool:
 
 _STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many(
     {"integer": _is_integer, "number": _is_number})
-StrictValidator = validators.extend(Draft202012Validator, type_checker=_STRICT_TYPES)
+StrictValidator = validators.extend(  # type: ignore[no-untyped-call]  # unannotated in its stubs
+    Draft202012Validator, type_checker=_STRICT_TYPES)
 """Draft 2020-12 with strict JSON integers (the draft itself accepts ``4.0`` as integer)."""
 
 
@@ -56,11 +57,12 @@ class _StrictCodeGenerator(CodeGeneratorDraft2019):
 def _compile(schema: dict[str, Any]) -> Callable[[Any], None]:
     """``fastjsonschema.compile`` with :class:`_StrictCodeGenerator` (no defaults, no formats)."""
     resolver = RefResolver.from_schema(schema, handlers={}, store={})
-    generator = _StrictCodeGenerator(schema, resolver=resolver, formats={}, use_default=False,
-                                     use_formats=False)
+    generator = _StrictCodeGenerator(  # type: ignore[no-untyped-call]  # fastjsonschema: untyped
+        schema, resolver=resolver, formats={}, use_default=False, use_formats=False)
     state = generator.global_state
     exec(generator.func_code, state)  # noqa: S102 - code generated from a shipped schema
-    return state[resolver.get_scope_name()]  # type: ignore[no-any-return]
+    validate: Callable[[Any], None] = state[resolver.get_scope_name()]
+    return validate
 
 
 # schema name -> (top-level array property, sound fast check of its items)
@@ -87,7 +89,7 @@ def _fast(name: str) -> Callable[[Any], None]:
                                         if k != "items"}
     compiled = _compile(inlined)
     if hot is None:
-        return compiled  # type: ignore[no-any-return]
+        return compiled
 
     def run(data: Any) -> None:
         compiled(data)
@@ -158,7 +160,7 @@ def describe(error: ValidationError) -> str:
     """A short message naming the field, without dumping large instances."""
     field = where(list(error.absolute_path))
     value, kind, inst = error.validator_value, error.validator, error.instance
-    if kind == "required":
+    if kind == "required" and isinstance(value, list):
         missing = [p for p in value if isinstance(inst, dict) and p not in inst]
         name = missing[0] if missing else value
         inside = "" if field == "the document" else f" in {field}"
@@ -169,7 +171,7 @@ def describe(error: ValidationError) -> str:
         return f"{field} must be of type {types}, got {got}"
     if kind == "const":
         return f"{field} must be {render(value)}, got {got}"
-    if kind == "enum":
+    if kind == "enum" and isinstance(value, list):
         return f"{field} must be one of {', '.join(render(v) for v in value)}, got {got}"
     if kind in ("minItems", "maxItems"):
         count = len(inst) if isinstance(inst, list) else "?"

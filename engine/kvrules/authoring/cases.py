@@ -1,8 +1,17 @@
 """Policy test files: find them, validate them, and turn compact facts into a cell.
 
 A test file is YAML (``schemas/policy-tests.schema.json``) with optional ``defaults`` and a
-list of ``cases``. A case gives either ``facts`` in a compact form, merged over the file's
-``defaults``, or ``artifacts``: a campaign or cell folder read exactly like ``classify``.
+list of ``cases``. A case comes in one of three forms:
+
+* an *overlay* (``campaign`` and/or ``edits``): a real example campaign with JSON-pointer
+  edits, run through the extractor (:mod:`kvrules.authoring.overlay`);
+* ``artifacts``: a campaign or cell folder read exactly like ``classify``;
+* ``facts`` in a compact form, merged over the ``defaults``.
+
+What every file of a test folder shares lives once, in that folder's ``defaults.yaml``
+(``defaults`` for compact facts, ``campaign`` for overlays, ``campaigns`` for the folder
+that campaign names resolve in); a test file's own keys are merged over it. In a file with
+a default ``campaign``, a case without ``facts`` or ``artifacts`` is an overlay.
 
 Compact facts name each fact by what identifies it: ``cell``, ``plan``, ``provenance`` and
 ``launch`` are single facts; ``warmup`` and ``rank`` are keyed by rank (``0:``),
@@ -27,16 +36,23 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from kvrules.authoring.overlay import Edit, Overlay
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import VIEW_KEYS, WARMUP_KEYS
 from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.policy.catalogue import base_catalogue, check_fact_fields
-from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
+from kvrules.policy.yamlpos import (MAX_FILE_BYTES, Positions, YamlSyntaxError,
+                                    decode_rule_file, load_with_positions, position_of)
 from kvrules.resources import load_schema, rules_dir
 
 ABSENT = "<absent>"
 """The value that removes a field or a fact in compact facts."""
 TESTS_DIR = "tests"
+SHARED_FILE = "defaults.yaml"
+"""The file of a test folder that holds what its test files share (not a test file)."""
+CAMPAIGNS_DIR = "examples"
+"""Where campaign names resolve without ``campaigns:``: the nearest such folder upwards."""
+FORMS = ("overlay", "artifacts", "facts")
 RULE_TEST_ERROR = "rule_test_error"
 """A policy test file is not YAML, breaks its schema, or gives facts outside the catalogue."""
 
@@ -55,21 +71,66 @@ class Case:
     artifacts: Path | None = None
     cell_id: str | None = None
     plan: Path | None = None
+    overlay: Overlay | None = None
+
+    @property
+    def form(self) -> str:
+        """``overlay`` or ``artifacts`` (through the extractor), or ``facts`` (compact)."""
+        if self.overlay is not None:
+            return "overlay"
+        return "artifacts" if self.artifacts is not None else "facts"
 
 
-@lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
-    return Draft202012Validator(load_schema("policy-tests.schema.json"))
+@dataclass(frozen=True)
+class Shared:
+    """What the cases of one file start from: compact defaults, campaign, campaign folder."""
+
+    defaults: dict[str, Any] = field(default_factory=dict)
+    campaign: str | None = None
+    campaigns: Path | None = None
+
+    def over(self, data: dict[str, Any], folder: Path | None) -> Shared:
+        """These values with a file's own ``defaults``/``campaign``/``campaigns`` over them."""
+        base = Path(folder) if folder is not None else Path(".")
+        return Shared(merge(self.defaults, data.get("defaults", {})),
+                      data.get("campaign", self.campaign),
+                      base / data["campaigns"] if "campaigns" in data else self.campaigns)
+
+
+@lru_cache(maxsize=2)
+def _validator(shared: bool = False) -> Draft202012Validator:
+    schema = load_schema("policy-tests.schema.json")
+    if shared:
+        return Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/shared"})
+    return Draft202012Validator(schema)
+
+
+def read_bounded(path: Path | Traversable) -> str:
+    """A test file's text: at most MAX_FILE_BYTES, strict UTF-8 (YamlSyntaxError if not)."""
+    try:
+        with path.open("rb") as fh:
+            return decode_rule_file(fh.read(MAX_FILE_BYTES + 1))
+    except OSError as exc:
+        raise YamlSyntaxError(f"cannot read: {exc.strerror or exc}", 1, 1) from None
+
+
+def _text(path: Path | Traversable, label: str) -> str:
+    try:
+        return read_bounded(path)
+    except YamlSyntaxError as exc:
+        raise KvrulesUsageError("invalid policy test files", [Diagnostic(
+            label, exc.line, exc.column, str(exc), RULE_TEST_ERROR)]) from None
 
 
 def find_test_files(policy: str | None,
                     tests: str | None) -> list[tuple[str, str, Path | None]]:
     """(label, text, folder) of every test file: ``tests`` (a file or folder) or the policy's
-    ``tests/`` folder (the shipped one when ``policy`` is None)."""
+    ``tests/`` folder (the shipped one when ``policy`` is None). A folder's ``defaults.yaml``
+    is not a test file: :func:`load_cases` reads it as what the folder's files share."""
     if tests is not None:
         path = Path(tests)
         if path.is_file():
-            return [(str(path), path.read_text(encoding="utf-8"), path.parent)]
+            return [(str(path), _text(path, str(path)), path.parent)]
         root: Traversable = path
         label = str(path)
         if not path.is_dir():
@@ -81,10 +142,10 @@ def find_test_files(policy: str | None,
     if not root.is_dir():
         raise KvrulesUsageError(f"no test folder {label}")
     entries = sorted((e for e in root.iterdir() if e.is_file() and e.name.endswith(
-        (".yaml", ".yml"))), key=lambda e: e.name)
+        (".yaml", ".yml")) and e.name != SHARED_FILE), key=lambda e: e.name)
     if not entries:
         raise KvrulesUsageError(f"no test files (*.yaml) in {label}")
-    return [(f"{label}/{e.name}", e.read_text(encoding="utf-8"), Path(str(e)).parent)
+    return [(f"{label}/{e.name}", _text(e, f"{label}/{e.name}"), Path(str(e)).parent)
             for e in entries]
 
 
@@ -92,12 +153,43 @@ def load_cases(files: list[tuple[str, str, Path | None]]) -> list[Case]:
     """Every case of every file; any invalid file raises one usage error listing all."""
     cases: list[Case] = []
     problems: list[Diagnostic] = []
+    shared: dict[Path | None, Shared] = {}
     for label, text, folder in files:
-        cases += _load_file(label, text, folder, problems)
+        if folder not in shared:
+            shared[folder] = _shared(folder, problems)
+        cases += _load_file(label, text, folder, problems, shared[folder])
     if problems:
         raise KvrulesUsageError(f"invalid policy test files: {len(problems)} problem(s)",
                                 problems)
     return cases
+
+
+def _shared(folder: Path | None, problems: list[Diagnostic]) -> Shared:
+    """The folder's ``defaults.yaml`` (nothing shared when there is none)."""
+    start = Shared(campaigns=_nearest_campaigns(folder))
+    path = Path(folder) / SHARED_FILE if folder is not None else None
+    if path is None or not path.is_file():
+        return start
+    label = str(path)
+    try:
+        data, positions = load_with_positions(read_bounded(path))
+    except YamlSyntaxError as exc:
+        problems.append(Diagnostic(label, exc.line, exc.column, str(exc), RULE_TEST_ERROR))
+        return start
+    if _schema_problems(label, data, positions, problems, shared=True):
+        return start
+    return start.over(data, folder)
+
+
+def _nearest_campaigns(folder: Path | None) -> Path | None:
+    """The nearest ``examples/`` folder at or above the test folder, if any."""
+    if folder is None:
+        return None
+    start = Path(folder).resolve()
+    for parent in (start, *start.parents):
+        if (parent / CAMPAIGNS_DIR).is_dir():
+            return parent / CAMPAIGNS_DIR
+    return None
 
 
 def _problem(label: str, positions: Positions, pointer: str, message: str) -> Diagnostic:
@@ -106,32 +198,39 @@ def _problem(label: str, positions: Positions, pointer: str, message: str) -> Di
                       code=RULE_TEST_ERROR, pointer=pointer)
 
 
-def _load_file(label: str, text: str, folder: Path | None,
-               problems: list[Diagnostic]) -> list[Case]:
+def _schema_problems(label: str, data: Any, positions: Positions,
+                     problems: list[Diagnostic], shared: bool = False) -> bool:
+    """Append a diagnostic per schema error; True when there was any."""
+    errors = sorted(_validator(shared).iter_errors(data),
+                    key=lambda e: ([str(p) for p in e.absolute_path], e.message))
+    for err in errors:
+        ptr = "".join(f"/{p}" for p in err.absolute_path)
+        problems.append(_problem(label, positions, ptr, f"{ptr or '/'}: {err.message}"))
+    return bool(errors)
+
+
+def _load_file(label: str, text: str, folder: Path | None, problems: list[Diagnostic],
+               shared: Shared | None = None) -> list[Case]:
     try:
         data, positions = load_with_positions(text)
     except YamlSyntaxError as exc:
         problems.append(Diagnostic(label, exc.line, exc.column, str(exc), RULE_TEST_ERROR))
         return []
-    errors = sorted(_validator().iter_errors(data),
-                    key=lambda e: ([str(p) for p in e.absolute_path], e.message))
-    for err in errors:
-        ptr = "".join(f"/{p}" for p in err.absolute_path)
-        problems.append(_problem(label, positions, ptr, f"{ptr or '/'}: {err.message}"))
-    if errors:
+    if _schema_problems(label, data, positions, problems):
         return []
+    start = (shared or Shared()).over(data, folder)
     out = []
     for i, raw in enumerate(data["cases"]):
         ptr = f"/cases/{i}"
         try:
-            out.append(_case(label, positions, ptr, raw, data.get("defaults", {}), folder))
+            out.append(_case(label, positions, ptr, raw, start, folder))
         except ValueError as exc:
             problems.append(_problem(label, positions, ptr, str(exc)))
     return out
 
 
 def _case(label: str, positions: Positions, ptr: str, raw: dict[str, Any],
-          defaults: dict[str, Any], folder: Path | None) -> Case:
+          shared: Shared, folder: Path | None) -> Case:
     base = Path(folder) if folder is not None else Path(".")
     common = dict(file=label, line=position_of(positions, ptr)[0], note=raw["note"],
                   want=raw["want"], todo=raw.get("todo"), params=raw.get("params", {}))
@@ -139,7 +238,20 @@ def _case(label: str, positions: Positions, ptr: str, raw: dict[str, Any],
         plan = base / raw["plan"] if "plan" in raw else None
         return Case(**common, artifacts=base / raw["artifacts"], cell_id=raw.get("cell"),
                     plan=plan)
-    return Case(**common, cell=cell_facts(merge(defaults, raw.get("facts", {}))))
+    if "facts" not in raw and ("edits" in raw or "campaign" in raw or shared.campaign):
+        return Case(**common, overlay=_overlay(raw, shared))
+    return Case(**common, cell=cell_facts(merge(shared.defaults, raw.get("facts", {}))))
+
+
+def _overlay(raw: dict[str, Any], shared: Shared) -> Overlay:
+    name = raw.get("campaign", shared.campaign)
+    if name is None:
+        raise ValueError("an overlay case needs 'campaign' (here or in defaults.yaml)")
+    if shared.campaigns is None:
+        raise ValueError(f"campaign '{name}': no '{CAMPAIGNS_DIR}/' folder above the test "
+                         "file; say where campaigns are with 'campaigns:'")
+    return Overlay(shared.campaigns / name, raw.get("cell"),
+                   tuple(Edit.from_dict(e) for e in raw.get("edits", [])))
 
 
 def merge(base: Any, over: Any) -> Any:

@@ -11,6 +11,7 @@ from importlib.abc import Traversable
 from pathlib import Path
 from typing import Collection
 
+from kvrules.authoring.coverage import authored_rules
 from kvrules.authoring.lint import CHECKS, Check, LintContext
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.pipeline import PASSES as CHECK_PASSES
@@ -83,6 +84,6 @@ def check_policy(source: str | Path | Traversable | None = None,
     rule files); everything wrong inside the files is a diagnostic.
     """
     state = run_passes(source, check_passes(disable))
-    rules = len(state.policy.rules) if state.policy else 0
+    rules = len(authored_rules(state.policy)) if state.policy else 0
     return CheckResult(state.source, tuple(sorted(state.files)), rules,
                        tuple(state.diagnostics))

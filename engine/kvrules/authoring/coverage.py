@@ -1,7 +1,10 @@
 """Policy coverage over a test run: rules fired, and conditions seen both true and false.
 
 *Rule coverage*: a rule is covered when it fired in at least one case (from the engine's
-own ``RuleFired`` events).
+own ``RuleFired`` events). A step of an ordered decision is a rule too, covered when it
+*decided* a point in at least one case (holding while an earlier step decides tests
+nothing about its result); the rule a decision generates to pick its first step is not an
+authored rule and is not counted.
 
 *Condition coverage*: every atomic condition (one field test, after ``not`` is pushed down)
 must be seen both true and false *where it decided its pattern*. For each case, every rule's
@@ -19,7 +22,8 @@ from typing import Any
 
 from kvrules.authoring.joins import Env, SessionFact, Traced, walk
 from kvrules.policy.evaluate import atoms, eval_atom
-from kvrules.policy.model import Atom, Expr, Pattern, Policy
+from kvrules.policy.decisions import is_pick_rule, step_rules
+from kvrules.policy.model import Atom, Expr, Pattern, Policy, Rule
 
 Key = tuple[str, str]
 """(file, JSON pointer) of a condition: stable across parameter sets and runs."""
@@ -99,9 +103,13 @@ class Coverage:
     seen: dict[Key, set[bool]] = field(default_factory=dict)
 
     def record(self, traced: Traced) -> None:
-        """Credit the rules that fired and the condition outcomes that decided a pattern."""
-        self.fired.update(e.rule for e in traced.evaluation.events)
-        for rule in traced.cp.policy.rules:
+        """Credit the rules that fired (steps: that decided) and the condition outcomes that
+        decided a pattern."""
+        steps = {rule.id for _, _, rule in step_rules(traced.cp.policy)}
+        self.fired.update(e.rule for e in traced.evaluation.events if e.rule not in steps)
+        self.fired.update(str(d.fields["decided_by"]) for d in traced.evaluation.derived
+                          if d.type == "verdict_regime" and d.fields.get("decided_by") in steps)
+        for rule in authored_rules(traced.cp.policy):
             walk(traced, rule, self._visit)
 
     def _visit(self, pattern: Pattern, fact: SessionFact, env: Env) -> None:
@@ -109,13 +117,18 @@ class Coverage:
             self.seen.setdefault((atom.loc[0], atom.pointer), set()).add(outcome)
 
     def report(self) -> CoverageReport:
-        rules = self.policy.rules
+        rules = authored_rules(self.policy)
         missing = tuple((r.id, r.loc[0], r.loc[1]) for r in rules if r.id not in self.fired)
         conditions = [(_condition(r.id, a), self.seen.get((a.loc[0], a.pointer), set()))
                       for r in rules for p in r.patterns for a in atoms(p.where)]
         partial = tuple((c, _seen(s)) for c, s in conditions if len(s) < 2)
         return CoverageReport(len(rules), tuple(r.id for r in rules if r.id in self.fired),
                               missing, len(conditions), len(conditions) - len(partial), partial)
+
+
+def authored_rules(policy: Policy) -> list[Rule]:
+    """The rules an author wrote: plain rules and decision steps (not generated pick rules)."""
+    return [r for r in policy.rules if not is_pick_rule(policy, r.id)]
 
 
 def _condition(rule: str, atom: Atom) -> Condition:

@@ -128,9 +128,27 @@ def _group(changes: list[PointChange]) -> tuple[ChangeGroup, ...]:
 def diff_corpus(paths: Sequence[str], base: api.Policy, head: api.Policy,
                 plan: str | None = None, jobs: int = 1) -> CorpusDiff:
     """Classify ``paths`` under both policies and compare."""
-    d = diff_reports(api.classify(paths, base, plan, jobs), api.classify(paths, head, plan,
-                                                                          jobs))
-    return replace(d, sources=(base.source or "rules", head.source or "rules"))
+    return _diff_classified(paths, base, head, plan, jobs)[0]
+
+
+def _diff_classified(paths: Sequence[str], base: api.Policy, head: api.Policy,
+                     plan: str | None, jobs: int) -> tuple[CorpusDiff, Report]:
+    """The diff and the head policy's report it was computed from."""
+    old = api.classify(paths, base, plan, jobs)
+    new = api.classify(paths, head, plan, jobs)
+    d = diff_reports(old, new)
+    return replace(d, sources=(base.source or "rules", head.source or "rules")), new
+
+
+def render_diff_html(paths: Sequence[str], base: api.Policy, head: api.Policy,
+                     plan: str | None = None, jobs: int = 1) -> tuple[CorpusDiff, str]:
+    """The diff and the ``kvrules report`` page of the head policy with the changes marked."""
+    from kvrules.consumers import report  # plotly is needed for this format only
+    report.plotly_js()
+    d, new = _diff_classified(paths, base, head, plan, jobs)
+    changes = {(p.campaign, p.cell_id, p.benchmark_id): report.Change(
+        p.old.label, p.new.label, p.old_by, p.new_by) for g in d.groups for p in g.points}
+    return d, report.diff_html(new, head, base, changes, diff_dict(d), plan)
 
 
 def _identity(p: PolicyIdentity) -> str:

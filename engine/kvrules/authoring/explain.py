@@ -25,6 +25,8 @@ from kvrules.authoring.whynot import WhyNot, why_not_of
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.decisions import decision_of
+from kvrules.policy.model import Rule
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,21 @@ def derivation(traced: Traced, fact_id: str, depth: int,
                   for alias, fid in event.bindings)
     step = Step(depth, rule.id, event.reason, _fact_text(derived, substitute), shown,
                 tuple(evidence_of(traced, rule, bound, substitute)),
-                tuple(negation_text(rule)))
+                _negations(traced, rule))
     out = [step]
     for alias, fid in event.bindings:
         fact = traced.by_id(fid)
         if fact is not None and fact.by is not None:
             out += derivation(traced, fid, depth + 1, substitute)
     return out
+
+
+def _negations(traced: Traced, rule: Rule) -> tuple[str, ...]:
+    """The ``none`` conditions a fired rule relied on; for a decision, the order itself."""
+    d = decision_of(traced.cp.policy, rule.id)
+    if d is not None and rule.id == d.pick_rule:
+        return (f"no earlier step of decision '{d.id}' holds for this {d.subject}",)
+    return tuple(negation_text(rule))
 
 
 def _fact_text(fact: SessionFact | None, substitute: dict[str, Any]) -> str:
@@ -116,9 +126,10 @@ def _why_nots(traced: Traced, cls: str, row: Any) -> list[WhyNot]:
     out = []
     for d in deciders(traced.cp.policy):
         if d.rule.id in winners:
-            if d.rule.id != _decided_by(traced, cls):
+            decided_by = _decided_by(traced, cls)
+            if d.rule.id != decided_by:
                 out.append(WhyNot(d.rule.id, _proposal(d), "outranked",
-                                  "fired, but a rule of a lower step decided"))
+                                  f"held, but an earlier step decided ({decided_by})"))
             continue
         blocker = why_not(traced, d.rule, _subject_only(d, cls))
         out.append(why_not_of(traced, d.rule, _proposal(d), blocker, {cls: row}))
@@ -131,8 +142,8 @@ def _decided_by(traced: Traced, cls: str) -> str | None:
 
 
 def _proposal(d: Decider) -> str:
-    order = f"{d.order_field} {d.order}: " if d.order is not None else ""
-    return f"{order}{d.regime}"
+    """What the decider would decide (a step's id already says where it stands)."""
+    return str(d.regime)
 
 
 def _subject_only(d: Decider, cls: str) -> Any:

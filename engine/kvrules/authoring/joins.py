@@ -2,9 +2,9 @@
 
 The engine only reports rules that fired. Coverage and ``explain`` also need what happened to
 the rules that did *not* fire. Both are answered here without touching the engine: the cell
-is evaluated exactly as ``classify`` does it (same point classes, same session, same verdict
-builder), and then each rule's patterns are replayed in order over the facts that existed in
-the session, using :mod:`kvrules.policy.evaluate` — the reference semantics the compiled
+is evaluated exactly as ``classify`` does it (:func:`kvrules.pipeline.trace_cell`: same
+checks, point classes, session and verdict builder), and then each rule's patterns are
+replayed in order over the facts that existed in the session, using :mod:`kvrules.policy.evaluate` — the reference semantics the compiled
 engine conditions are tested against. A fact produced in a higher stratum is never shown to
 a rule of a lower one, so every replayed outcome is one the engine could have seen.
 """
@@ -17,11 +17,9 @@ from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.evaluate import atoms, eval_expr, first_failure
 from kvrules.policy.model import Atom, Pattern, Rule
-from kvrules.runtime.classes import point_classes
 from kvrules.backend.events import Evaluation
-from kvrules.backend.durable.session import evaluate
-from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
+from kvrules.pipeline import trace_cell as trace_pipeline
 
 WALK_LIMIT = 20000
 """Join prefixes replayed per rule and cell at most (a bound, never reached by real cells)."""
@@ -61,15 +59,13 @@ class Traced:
 
 
 def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> Traced:
-    """Classify one cell (no memo) and keep every fact of its session."""
-    classes, class_of = point_classes(cp, cell.points)
-    facts = cell.facts + classes
-    ev = evaluate(cp, facts)
-    verdict = build_cell(cp, cell, ev, class_of, classes)
-    traced = Traced(cp, cell, verdict, ev, class_of)
+    """Classify one cell as the pipeline does (no memo) and keep every fact of its session."""
+    run = trace_pipeline(cp, cell)
+    ev, prepared = run.evaluation, run.prepared
+    traced = Traced(cp, prepared.cell, run.verdict, ev, prepared.class_of)
     add = traced.facts.setdefault
     add("params", []).append(SessionFact("params", "params", {**cp.parameters, "id": "params"}))
-    for f in facts:
+    for f in prepared.facts:
         add(f.type, []).append(SessionFact(f.type, f.id, {**f.fields, "id": f.id}, 0, f))
     for d in ev.derived:
         add(d.type, []).append(SessionFact(d.type, d.id, {**d.fields, "id": d.id},

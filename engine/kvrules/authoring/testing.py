@@ -4,6 +4,8 @@ The runner yields one :class:`CaseResult` per case and feeds every evaluated cas
 :class:`~kvrules.authoring.coverage.Coverage` tracer; reporters (``testing_report``) only
 consume those values. Each case is classified exactly as ``classify`` would classify it
 (:func:`kvrules.authoring.joins.trace_cell`), so a passing case is a claim about the product.
+Cases that go through the extractor (overlays and artifact folders) also feed a second
+tracer, so the report shows how much of the policy real evidence alone covers.
 """
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from typing import Any, Iterator, Literal
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
-from kvrules.authoring.cases import RULE_TEST_ERROR, Case, find_test_files, load_cases
+from kvrules.authoring.cases import FORMS, RULE_TEST_ERROR, Case, find_test_files, load_cases
 from kvrules.authoring.coverage import Coverage, CoverageReport
 from kvrules.authoring.joins import Traced, trace_cell
+from kvrules.authoring.overlay import EditError, overlay_cell
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
@@ -48,6 +51,8 @@ class CaseResult:
     status: Status
     mismatches: tuple[Mismatch, ...] = ()
     todo: str = ""
+    form: str = "facts"
+    """How the case gives its cell: ``overlay``, ``artifacts`` or ``facts``."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,12 @@ class PolicyTestRun:
     source: str
     results: tuple[CaseResult, ...]
     coverage: CoverageReport
+    extractor_coverage: CoverageReport | None = None
+    """Coverage by the cases that go through the extractor alone (overlays, artifacts)."""
+
+    def forms(self) -> dict[str, int]:
+        """How many cases of each form (``overlay``, ``artifacts``, ``facts``) ran."""
+        return {f: sum(1 for r in self.results if r.form == f) for f in FORMS}
 
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for r in self.results if r.status == s) for s in ("pass", "fail",
@@ -98,9 +109,9 @@ def run_policy_tests(policy: str | None = None, tests: str | None = None) -> Pol
     base = policies.get({})
     cases = load_cases(find_test_files(policy, tests))
     check_wants(base, cases)
-    coverage = Coverage(base.policy)
-    results = tuple(iter_results(policies, cases, coverage))
-    return PolicyTestRun(policy or "rules", results, coverage.report())
+    coverage, extracted = Coverage(base.policy), Coverage(base.policy)
+    results = tuple(iter_results(policies, cases, coverage, extracted))
+    return PolicyTestRun(policy or "rules", results, coverage.report(), extracted.report())
 
 
 def check_wants(cp: CompiledPolicy, cases: list[Case]) -> None:
@@ -117,24 +128,35 @@ def check_wants(cp: CompiledPolicy, cases: list[Case]) -> None:
         raise KvrulesUsageError("invalid policy test files", problems)
 
 
-def iter_results(policies: Policies, cases: list[Case],
-                 coverage: Coverage | None = None) -> Iterator[CaseResult]:
-    """Run the cases in order, yielding each result as soon as it is known."""
+def iter_results(policies: Policies, cases: list[Case], coverage: Coverage | None = None,
+                 extracted: Coverage | None = None) -> Iterator[CaseResult]:
+    """Run the cases in order, yielding each result as soon as it is known; ``extracted``
+    records only the cases that go through the extractor."""
     for case in cases:
         if case.todo is not None:
-            yield CaseResult(case.file, case.line, case.note, "skip", todo=case.todo)
+            yield CaseResult(case.file, case.line, case.note, "skip", todo=case.todo,
+                             form=case.form)
             continue
         traced = trace_cell(policies.get(case.params), case_cell(case))
-        if coverage is not None:
-            coverage.record(traced)
+        for tracer in (coverage, extracted if case.form != "facts" else None):
+            if tracer is not None:
+                tracer.record(traced)
         found = tuple(compare(case.want, traced))
-        yield CaseResult(case.file, case.line, case.note, "fail" if found else "pass", found)
+        yield CaseResult(case.file, case.line, case.note, "fail" if found else "pass", found,
+                         form=case.form)
 
 
 def case_cell(case: Case) -> CellFacts:
-    """The case's cell: its compact facts, or its artifact folder read like ``classify``."""
+    """The case's cell: its compact facts, its overlay on an example campaign, or its
+    artifact folder, the last two read like ``classify``."""
     if case.cell is not None:
         return case.cell
+    if case.overlay is not None:
+        try:
+            return overlay_cell(case.overlay)
+        except EditError as exc:
+            raise KvrulesUsageError(f"{case.file}:{case.line}: case '{case.note}': "
+                                    f"{exc}") from None
     assert case.artifacts is not None
     refs = discover([str(case.artifacts)], str(case.plan) if case.plan else None)
     chosen = [r for r in refs if case.cell_id in (None, r.cell_id)]

@@ -58,6 +58,19 @@ def summary_line(run: PolicyTestRun) -> str:
             f"{n['skip']} skipped")
 
 
+def forms_lines(run: PolicyTestRun) -> list[str]:
+    """How many cases went through the extractor, and what they alone cover."""
+    f = run.forms()
+    lines = [f"through the extractor: {f['overlay'] + f['artifacts']} "
+             f"(overlay {f['overlay']}, artifacts {f['artifacts']}); compact facts: "
+             f"{f['facts']}"]
+    x = run.extractor_coverage
+    if x is not None and f["overlay"] + f["artifacts"]:
+        lines.append(f"  covered by them alone: rules {x.rule_percent:.1f}%, conditions "
+                     f"{x.condition_percent:.1f}%")
+    return lines
+
+
 def render_test_pretty(run: PolicyTestRun, min_rules: float = 0, min_conditions: float = 0,
                        verbose: bool = False) -> str:
     """Failures and skips (and passes when verbose), a summary, coverage and thresholds."""
@@ -67,12 +80,14 @@ def render_test_pretty(run: PolicyTestRun, min_rules: float = 0, min_conditions:
         lines.append("")
     lines.append(summary_line(run))
     lines += coverage_lines(run.coverage, verbose or any("condition" in b for b in below))
+    lines += forms_lines(run)
     lines += [f"FAIL {b}" for b in below]
     return "\n".join(lines) + "\n"
 
 
 def _case_dict(r: CaseResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"file": r.file, "line": r.line, "note": r.note, "status": r.status}
+    out: dict[str, Any] = {"file": r.file, "line": r.line, "note": r.note, "status": r.status,
+                           "form": r.form}
     if r.mismatches:
         out["mismatches"] = [{"path": m.path, "want": m.want, "got": m.got,
                               "context": m.context} for m in r.mismatches]
@@ -86,7 +101,10 @@ def render_test_json(run: PolicyTestRun, min_rules: float = 0,
     """One document: cases, counts, coverage, thresholds and what fell below them."""
     doc = {"policy": run.source, "summary": run.counts(),
            "cases": [_case_dict(r) for r in run.results],
+           "forms": run.forms(),
            "coverage": run.coverage.to_dict(),
+           "extractor_coverage": (run.extractor_coverage.to_dict()
+                                  if run.extractor_coverage is not None else None),
            "thresholds": {"rules": min_rules, "conditions": min_conditions},
            "below": run.below(min_rules, min_conditions)}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

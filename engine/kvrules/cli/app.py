@@ -15,6 +15,7 @@ import typer
 from kvrules.cli import classify
 from kvrules.cli import aggregate, publish, readiness, verify
 from kvrules.cli import diff, explain, rules
+from kvrules.cli import report
 from kvrules.verdicts.model import KVRULES_VERSION
 
 app = typer.Typer(
@@ -27,6 +28,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     classify,
     readiness, aggregate, publish, verify,
     explain, diff,
+    report,
 )
 """Modules whose ``register(app)`` adds one top-level command each."""
 

@@ -8,13 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from kvrules import api
-from kvrules.authoring.diff import diff_corpus, parse_params, render_diff_json, render_diff_text
-from kvrules.cli.common import usage_errors, write_text
+from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
+                                    render_diff_json, render_diff_text)
+from kvrules.cli.common import check_output, usage_errors, write_text
 
 
 class Format(str, Enum):
     text = "text"
     json = "json"
+    html = "html"
 
 
 HELP = (
@@ -50,17 +52,27 @@ def diff(
     fail_on_change: Annotated[bool, typer.Option(
         "--fail-on-change", help="Exit 1 when any point changed.")] = False,
     fmt: Annotated[Format, typer.Option("--format", "-f", case_sensitive=False,
-                                        help="text for people, json for tools.")]
+                                        help="text for people, json for tools, html the "
+                                        "kvrules report page with the changes marked.")]
     = Format.text,
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", metavar="FILE", help="Write to FILE (atomically) instead of stdout.",
+        show_default=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
                                       help="Cells classified in parallel.")] = 1,
 ) -> None:
     with usage_errors():
         old = api.load_policy(base, parse_params(base_param) or None)
         new = api.load_policy(head, parse_params(head_param) or None)
-        result = diff_corpus(paths, old, new, str(plan) if plan else None, jobs)
-        write_text(render_diff_json(result) if fmt is Format.json
-                   else render_diff_text(result), None)
+        check_output(output)
+        plan_arg = str(plan) if plan else None
+        if fmt is Format.html:
+            result, text = render_diff_html(paths, old, new, plan_arg, jobs)
+        else:
+            result = diff_corpus(paths, old, new, plan_arg, jobs)
+            text = (render_diff_json(result) if fmt is Format.json
+                    else render_diff_text(result))
+        write_text(text, output)
     raise typer.Exit(result.exit_code(fail_on_change))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 from kvrules.consumers import codes
 from kvrules.consumers.rows import DENSE_REGIME as _DENSE
@@ -34,7 +34,8 @@ def read_marker(record: dict[str, Any]) -> tuple[str | None, frozenset[str]]:
     return value["policy"], frozenset(value["cells"])
 
 
-def _well_formed(value: Any) -> bool:
+def _well_formed(value: Any) -> TypeGuard[dict[str, Any]]:
+    """A dict with a ``policy`` string and a list of ``cells`` strings."""
     return (isinstance(value, dict) and isinstance(value.get("policy"), str)
             and isinstance(value.get("cells"), list)
             and all(isinstance(c, str) for c in value["cells"]))

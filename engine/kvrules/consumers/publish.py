@@ -120,7 +120,7 @@ def _checked_rows(rows: Rows, known: frozenset[str]) -> list[Row]:
         raise KvrulesUsageError(f"the rows were classified by policy {rows.policy.version!r}, "
                                 f"which is not known (known: {', '.join(sorted(known))}); "
                                 "load it with --rules")
-    data = rows.table.to_pylist()
+    data: list[Row] = rows.table.to_pylist()
     seen: dict[tuple[Any, ...], int] = {}
     runs: dict[str, tuple[Any, ...]] = {}
     for index, row in enumerate(data):

@@ -153,10 +153,17 @@ def read_rows(path: Path) -> Rows:
     table = read_table(path)
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     try:
-        policy = json.loads(raw)["policy"] if raw is not None else None
-        identity = PolicyIdentity(policy["name"], policy["version"], policy["digest"],
-                                  dict(policy.get("parameters", {})))
+        identity = _policy_record(raw)
     except (ValueError, KeyError, TypeError) as exc:
         raise KvrulesUsageError(f"{path}: no kvrules policy record in the parquet metadata; "
                                 "write the rows with kvrules aggregate") from exc
     return Rows(table.replace_schema_metadata(None), identity)
+
+
+def _policy_record(raw: bytes | None) -> PolicyIdentity:
+    """The policy identity kvrules aggregate wrote into the metadata (KeyError: none there)."""
+    if raw is None:
+        raise KeyError(METADATA_KEY)
+    policy: dict[str, Any] = json.loads(raw)["policy"]
+    return PolicyIdentity(policy["name"], policy["version"], policy["digest"],
+                          dict(policy.get("parameters", {})))

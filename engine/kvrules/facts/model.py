@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvrules.diagnostics import Diagnostic
+
 Source = tuple[str, str]
 """(file relative to the input, JSON pointer) of a fact field."""
 
@@ -63,6 +65,6 @@ class CellFacts:
     workload_kind: str | None
     facts: list[Fact]
     points: list[PointRow]
-    diagnostics: list[Any] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
     peer_points: list[PointRow] = field(default_factory=list)
     """The same benchmark_ids on the other ranks: checked by the rules, not reported."""

@@ -32,3 +32,6 @@ RULE_LIMIT_ERROR = "rule_limit_error"
 """A rule file or policy exceeds a loader or engine limit (size, nesting, aliases, rule count)."""
 RULE_VALUE_ERROR = "rule_value_error"
 """A value the rule engine cannot represent (.inf, .nan, an integer beyond int64, a date)."""
+RULE_EXTENDS_ERROR = "rule_extends_error"
+"""``extends`` names no policy directory or forms a cycle, or ``override``/``disable`` name a
+rule the base policy does not have."""

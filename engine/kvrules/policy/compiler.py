@@ -18,11 +18,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
-from kvrules.policy import codes, operators
+from kvrules.policy import codes, decisions, operators
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.evaluate import atoms
+from kvrules.policy.extends import Layer, Sources, read_layers, resolve_extends
 from kvrules.policy.model import (BUILTIN_FACTS, DERIVED_COMMON_FIELDS, Loc, Policy, Ref,
                                   Rule)
+from kvrules.policy.decisions import parse_decisions
 from kvrules.policy.parse import Located, parse_header, parse_rule
 from kvrules.policy.yamlpos import (YamlSyntaxError, decode_rule_file, load_with_positions,
                                     position_of)
@@ -45,6 +47,10 @@ class CompileState:
     """What the backend made of the rules (opaque here)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
     read_errors: dict[str, YamlSyntaxError] = field(default_factory=dict)
+    layers: list[Layer] = field(default_factory=list)
+    """The policy directories of an ``extends`` chain, base first (one without it)."""
+    skipped: set[tuple[str, int]] = field(default_factory=set)
+    """(file, index) of base rules an extending policy overrides or disables."""
 
     def error(self, code: str, message: str, loc: Loc, pointer: str = "",
               rule: str | None = None, severity: str = "error") -> None:
@@ -71,8 +77,8 @@ def load_yaml(state: CompileState) -> None:
 
 def _check_rule_count(state: CompileState) -> None:
     """Refuse a policy with more than MAX_POLICY_RULES rules before any costly pass."""
-    counted = [(name, len(doc["rules"])) for name, (doc, _) in sorted(state.docs.items())
-               if isinstance(doc, dict) and isinstance(doc.get("rules"), list)]
+    counted = [(name, _rules_in(doc)) for name, (doc, _) in sorted(state.docs.items())
+               if isinstance(doc, dict)]
     total = sum(n for _, n in counted)
     if total <= MAX_POLICY_RULES:
         return
@@ -80,6 +86,18 @@ def _check_rule_count(state: CompileState) -> None:
     line, col = position_of(state.docs[name][1], "/rules")
     state.error(codes.RULE_LIMIT_ERROR, f"the policy has {total} rules; kvrules takes at most "
                 f"{MAX_POLICY_RULES}", (name, line, col), "/rules")
+
+
+def _rules_in(doc: dict[str, Any]) -> int:
+    """Rules of one (not yet validated) file: its rules, and the rules its decisions
+    lower to (one per step plus one)."""
+    rules = doc.get("rules")
+    count = len(rules) if isinstance(rules, list) else 0
+    decisions = doc.get("decisions")
+    for d in decisions if isinstance(decisions, list) else []:
+        steps = d.get("steps") if isinstance(d, dict) else None
+        count += 1 + (len(steps) if isinstance(steps, list) else 0)
+    return count
 
 
 MAX_POLICY_RULES = 3000
@@ -129,13 +147,22 @@ def _leaves(err: Any) -> list[Any]:
 
 
 def _rule_id_at(data: Any, path: list[Any]) -> str | None:
-    if len(path) >= 2 and path[0] == "rules" and isinstance(data, dict):
-        try:
-            rid = data["rules"][path[1]].get("id")
-            return rid if isinstance(rid, str) else None
-        except (IndexError, AttributeError, TypeError):
-            return None
+    """The id of the rule (or decision step, or decision) a schema error is inside."""
+    if len(path) >= 4 and path[0] == "decisions" and path[2] == "steps":
+        return _id_of(data, path[:4]) or _id_of(data, path[:2])
+    if len(path) >= 2 and path[0] in ("rules", "decisions"):
+        return _id_of(data, path[:2])
     return None
+
+
+def _id_of(data: Any, path: list[Any]) -> str | None:
+    try:
+        for key in path:
+            data = data[key]
+        rid = data.get("id")
+        return rid if isinstance(rid, str) else None
+    except (IndexError, KeyError, AttributeError, TypeError):
+        return None
 
 
 def build_model(state: CompileState) -> None:
@@ -152,8 +179,17 @@ def build_model(state: CompileState) -> None:
     for fname, (doc, positions) in sorted(state.docs.items()):
         at = Located(fname, positions)
         for i, raw in enumerate((doc or {}).get("rules", []) if isinstance(doc, dict) else []):
-            state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
+            if (fname, i) not in state.skipped:
+                state.policy.rules.append(parse_rule(raw, f"/rules/{i}", at))
+        state.policy.decisions += parse_decisions(doc, at)
     state.policy.files = dict(state.files)
+
+
+def lower_decisions(state: CompileState) -> None:
+    """Ordered decisions become ordinary rules (see :mod:`kvrules.policy.decisions`)."""
+    if state.policy is not None:
+        decisions.lower_decisions(state.policy, lambda code, message, loc, pointer, rule:
+                                  state.error(code, message, loc, pointer, rule))
 
 
 def resolve_names(state: CompileState) -> None:
@@ -177,6 +213,8 @@ def resolve_names(state: CompileState) -> None:
                         rule.pointer, rule.id)
         seen.setdefault(rule.id, rule)
         _resolve_rule(state, rule)
+    decisions.check_values(policy, lambda code, message, loc, pointer, rule:
+                           state.error(code, message, loc, pointer, rule))
 
 
 def _resolve_rule(state: CompileState, rule: Rule) -> None:
@@ -319,8 +357,10 @@ def stratify(state: CompileState) -> None:
                 strata[rule.id] = need
                 changed = True
                 if need > limit:
-                    state.error(codes.RULE_NEGATION_CYCLE, f"rule '{rule.id}' depends on "
-                                "itself through 'none'", rule.loc, rule.pointer, rule.id)
+                    state.error(codes.RULE_NEGATION_CYCLE,
+                                decisions.cycle_message(policy, rule.id) or f"rule "
+                                f"'{rule.id}' depends on itself through 'none'", rule.loc,
+                                rule.pointer, rule.id)
                     return
     state.strata = strata
 
@@ -328,11 +368,12 @@ def stratify(state: CompileState) -> None:
 Pass = Callable[[CompileState], None]
 PASSES: tuple[tuple[str, Pass], ...] = (
     ("load_yaml", load_yaml), ("validate_schema", validate_schema),
-    ("build_model", build_model), ("resolve_names", resolve_names),
+    ("resolve_extends", resolve_extends), ("build_model", build_model),
+    ("lower_decisions", lower_decisions), ("resolve_names", resolve_names),
     ("check_types", check_types), ("stratify", stratify))
 """The engine-neutral passes. A backend appends its own (limits, lowering): see
 :data:`kvrules.pipeline.PASSES`."""
-GATES = {"build_model", "resolve_names", "lower_to_durable"}
+GATES = {"resolve_extends", "build_model", "resolve_names", "lower_to_durable"}
 """Passes that need every earlier pass clean (they would trip over broken input)."""
 
 
@@ -345,9 +386,16 @@ def read_policy_files(source: str | Path | Traversable | None) -> tuple[str, dic
 def read_policy_sources(source: str | Path | Traversable | None
                         ) -> tuple[str, dict[str, str], dict[str, YamlSyntaxError]]:
     """Like :func:`read_policy_files`, plus the files that could not be read or decoded
-    (size limit, byte-order mark, not UTF-8); their text is empty."""
+    (size limit, byte-order mark, not UTF-8); their text is empty. With ``extends``, the
+    files of every base policy are included (see :mod:`kvrules.policy.extends`)."""
+    sources = read_policy_layers(source)
+    return sources.label, sources.files, sources.errors
+
+
+def read_policy_layers(source: str | Path | Traversable | None) -> Sources:
+    """Every file of the policy and of the policies it extends, base layers first."""
     if source is None:
-        root: Traversable = rules_dir()
+        root: Traversable | Path = rules_dir()
         label = "rules"
     elif not isinstance(source, (str, Path)):
         root, label = source, source.name
@@ -356,6 +404,12 @@ def read_policy_sources(source: str | Path | Traversable | None
         if not path.is_dir():
             raise KvrulesUsageError(f"policy directory not found: {source}")
         root, label = path, str(source)
+    return read_layers(root, label, _read_directory)
+
+
+def _read_directory(root: Traversable | Path, label: str
+                    ) -> tuple[dict[str, str], dict[str, YamlSyntaxError]]:
+    """``*.yaml`` of one policy directory, not subfolders."""
     files: dict[str, str] = {}
     errors: dict[str, YamlSyntaxError] = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
@@ -371,7 +425,7 @@ def read_policy_sources(source: str | Path | Traversable | None
                                                codes.RULE_ENCODING_ERROR)
     if not files:
         raise KvrulesUsageError(f"no rule files (*.yaml) in {label}")
-    return label, files, errors
+    return files, errors
 
 
 def _read_bounded(entry: Path | Traversable) -> bytes:
@@ -384,8 +438,9 @@ def _read_bounded(entry: Path | Traversable) -> bytes:
 def run_passes(source: str | Path | Traversable | None,
                passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompileState:
     """Run passes in order; stop at a gate when anything failed."""
-    label, files, errors = read_policy_sources(source)
-    state = CompileState(source=label, files=files, read_errors=errors)
+    sources = read_policy_layers(source)
+    state = CompileState(source=sources.label, files=sources.files, read_errors=sources.errors,
+                         layers=sources.layers, diagnostics=list(sources.diagnostics))
     for name, fn in passes:
         if name in GATES and state.failed:
             break
@@ -397,10 +452,13 @@ def run_passes(source: str | Path | Traversable | None,
 
 
 def policy_digest(files: dict[str, str], parameters: dict[str, Any]) -> str:
-    """sha256 over file names, contents and parameter values: identifies a report's policy."""
+    """sha256 over file names, contents and parameter values: identifies a report's policy.
+
+    ``files`` are every file of the resolved policy (base policies of ``extends`` included),
+    ordered by base name and content so the directories' labels do not matter."""
     h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.rsplit("/", 1)[-1].encode() + b"\0" + files[name].encode() + b"\0")
+    for base, text in sorted((n.rsplit("/", 1)[-1], t) for n, t in files.items()):
+        h.update(base.encode() + b"\0" + text.encode() + b"\0")
     for key in sorted(parameters):
         h.update(f"{key}={parameters[key]!r}\0".encode())
     return "sha256:" + h.hexdigest()

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvrules.policy.decisions import Decision
 
 Loc = tuple[str, int, int]
 """(file, line, column) of a policy element."""
@@ -135,6 +138,8 @@ class Policy:
     regimes: tuple[str, ...]
     error_codes: tuple[str, ...]
     rules: list[Rule] = field(default_factory=list)
+    decisions: list["Decision"] = field(default_factory=list)
+    """Ordered decisions as written; :mod:`kvrules.policy.decisions` lowers them to rules."""
     files: dict[str, str] = field(default_factory=dict)
     header_loc: Loc = ("", 0, 0)
 

@@ -11,9 +11,8 @@ from kvrules.authoring.lint.conditions import (ContradictoryConditionsIssue,
                                                check_contradictions)
 from kvrules.authoring.lint.flow import (NeverFiresIssue, UnusedDerivedFactIssue,
                                          check_never_fires, check_unused_derived)
-from kvrules.authoring.lint.regimes import (AmbiguousRegimeIssue,
-                                            ProposedRegimeVocabularyIssue,
-                                            check_ambiguous_regimes, check_proposed_vocabulary)
+from kvrules.authoring.lint.regimes import (AmbiguousRegimeIssue, UnreachableStepIssue,
+                                            check_ambiguous_regimes, check_unreachable_steps)
 from kvrules.authoring.lint.types import (DeriveTypeMismatchIssue, RefTypeMismatchIssue,
                                           check_derive_types, check_ref_types)
 
@@ -24,8 +23,7 @@ CHECKS: dict[str, Check] = {
     "never-fires": Check(NeverFiresIssue, check_never_fires),
     "unused-derived-fact": Check(UnusedDerivedFactIssue, check_unused_derived),
     "ambiguous-regime": Check(AmbiguousRegimeIssue, check_ambiguous_regimes),
-    "proposed-regime-vocabulary": Check(ProposedRegimeVocabularyIssue,
-                                        check_proposed_vocabulary),
+    "unreachable-step": Check(UnreachableStepIssue, check_unreachable_steps),
 }
 """Check id → check, in the order they run."""
 

@@ -1,5 +1,7 @@
-"""Regime decisions: two rules that can decide differently for one point without an order,
-and proposed regimes outside the declared vocabulary."""
+"""Regime decisions: two rules that can decide differently for one point without an order.
+
+(Regimes of decision steps outside the declared vocabulary are a compiler error since the
+ordered ``decisions:`` block exists, so no lint check follows values through facts.)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +10,6 @@ from typing import ClassVar, Iterator
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.authoring.lint.sat import conjoin, negate, satisfiable
 from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
-from kvrules.policy import codes
 from kvrules.policy.evaluate import atoms, eval_atom
 from kvrules.policy.model import Atom, Expr, Pattern, Ref
 
@@ -16,45 +17,30 @@ from kvrules.policy.model import Atom, Expr, Pattern, Ref
 @dataclass(frozen=True)
 class AmbiguousRegimeIssue(Issue):
     """Two rules that can decide different regimes for the same point with nothing to order
-    them: candidates with the same ``step`` (or direct ``regime`` actions) whose conditions
-    can hold together. At run time such a point becomes a ``policy_conflict`` error.
+    them: direct ``regime`` rules, or steps of different decisions, whose conditions can
+    hold together. Steps of one ordered decision (``decisions:``) never are: the first that
+    holds decides. At run time such a point becomes a ``policy_conflict`` error.
 
     Two rules are exclusive when patterns that must bind the same fact (the point they
     decide, a fact of which a cell has only one, or a fact pinned by the same key such as
     ``rank: 0``) have conditions that cannot hold together, or when one rule's ``none``
     excludes every fact the other one needs.
 
-    Fails (a point stamped with both stamps gets two step-4 regimes)::
+    Fails (a point stamped with both stamps gets two regimes)::
 
         - id: a
           when: [{fact: point, where: {sample_reasons: {contains: kvwarm_real_kv}}}]
-          then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 4, regime: real_kv}}}
+          then: {regime: {point: {ref: point.id}, value: real_kv}}
         - id: b
           when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback}}}]
-          then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 4, regime: fake_fallback}}}
+          then: {regime: {point: {ref: point.id}, value: fake_fallback}}
 
-    Passes: give ``b`` step 6, or add ``sample_reasons: {contains_none: [kvwarm_real_kv]}``.
+    Passes: make ``a`` and ``b`` steps of one decision, in the order that should win, or add
+    ``sample_reasons: {contains_none: [kvwarm_real_kv]}`` to ``b``.
     """
 
     code: ClassVar[str] = "rule_ambiguous_regime"
     description: ClassVar[str] = "two rules can decide different regimes without an order"
-
-
-@dataclass(frozen=True)
-class ProposedRegimeVocabularyIssue(Issue):
-    """A regime proposed through a derived fact (``candidate.regime``) that is not in
-    ``policy.regimes``. The compiler checks literal ``regime`` actions; this check follows
-    the value through the fact that carries it.
-
-    Fails::
-
-        then: {derive: {fact: candidate, set: {point: {ref: point.id}, step: 2, regime: legacy_kv}}}
-
-    Passes: ``regime: legacy`` (declared), or declare ``legacy_kv`` under ``regimes``.
-    """
-
-    code: ClassVar[str] = codes.RULE_VOCABULARY_ERROR
-    description: ClassVar[str] = "a proposed regime is not in the declared vocabulary"
 
 
 def check_ambiguous_regimes(ctx: LintContext) -> Iterator[Issue]:
@@ -77,10 +63,9 @@ def _equal(a: object, b: object) -> bool:
 
 
 def _message(a: Decider, b: Decider) -> str:
-    where = f"at the same {b.order_field} {b.order!r}" if b.order is not None \
-        else "and nothing orders them"
     return (f"can decide regime {b.regime!r} for the same facts for which '{a.rule.id}' "
-            f"decides {a.regime!r} {where}; make their conditions exclusive or order them")
+            f"decides {a.regime!r} and nothing orders them; make their conditions exclusive "
+            "or make them steps of one decision")
 
 
 def _exclusive(ctx: LintContext, a: Decider, b: Decider) -> bool:
@@ -131,14 +116,57 @@ def _excluded_by_none(ctx: LintContext, x: Decider, y: Decider) -> bool:
     return False
 
 
-def check_proposed_vocabulary(ctx: LintContext) -> Iterator[Issue]:
-    """Literal regimes of proposal rules that the policy does not declare."""
-    declared = ctx.policy.regimes
-    for d in deciders(ctx.policy):
-        if not declared or d.proposal is None or isinstance(d.regime, Ref) \
-                or d.regime in declared:
-            continue
-        carrier = f"{d.proposal.fact}.{d.proposal.regime_field}"
-        yield ProposedRegimeVocabularyIssue(
-            f"regime {d.regime!r} (proposed through {carrier}) is not in policy.regimes",
-            d.action.loc, f"{d.action.pointer}/set/{d.proposal.regime_field}", d.rule.id)
+@dataclass(frozen=True)
+class UnreachableStepIssue(Issue):
+    """A step of an ordered decision that can never decide: an earlier step of the same
+    decision reads nothing but the subject, and its conditions hold for every subject this
+    step holds for, so the earlier step always decides first. (Found only when that is
+    provable: the conditions on the subject compare with literals, not refs.)
+
+    Fails (every point stamped kvwarm_fake_fallback with native fake_fallback is already
+    decided by ``s.fake_stamp``)::
+
+        steps:
+          - id: s.fake_stamp
+            when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback}}}]
+            then: fake_fallback
+          - id: s.dense_stamp
+            when: [{fact: point, where: {sample_reasons: {contains: kvwarm_fake_fallback},
+                                         native_regime: fake_fallback}}]
+            then: "skip:dense_model_content_insensitive"
+
+    Passes: put ``s.dense_stamp`` first (the narrower step before the wider one).
+    """
+
+    code: ClassVar[str] = "rule_unreachable_step"
+    description: ClassVar[str] = "a decision step can never decide (an earlier step always holds)"
+
+
+def check_unreachable_steps(ctx: LintContext) -> Iterator[Issue]:
+    """For each step, the first earlier step of its decision that provably covers it."""
+    steps = [s for s in deciders(ctx.policy) if s.decision is not None]
+    for k, later in enumerate(steps):
+        earlier = next((e for e in steps[:k] if e.decision is later.decision
+                        and _covers(ctx, e, later)), None)
+        if earlier is not None and later.decision is not None:
+            yield UnreachableStepIssue(
+                f"can never decide: every {later.decision.subject} it holds for is decided "
+                f"first by the earlier step '{earlier.rule.id}'", later.rule.loc,
+                later.rule.pointer, later.rule.id)
+
+
+def _covers(ctx: LintContext, earlier: Decider, later: Decider) -> bool:
+    """``earlier`` reads only the subject, and the subject conditions of ``later`` imply
+    those of ``earlier`` (no refs, so the implication is decided by the witness search)."""
+    if len(earlier.rule.patterns) != 1 or earlier.rule.patterns[0].negated \
+            or earlier.rule.patterns[0].alias != earlier.subject:
+        return False
+    subject = earlier.rule.patterns[0]
+    mine = next((p for p in later.rule.positives if p.alias == later.subject), None)
+    if mine is None or _has_ref(subject.where) or _has_ref(mine.where):
+        return False
+    return not satisfiable(conjoin(mine.where, negate(subject.where)), ctx.kind_of(mine.fact))
+
+
+def _has_ref(where: Expr | None) -> bool:
+    return any(isinstance(a.operand, Ref) for a in atoms(where))

@@ -42,9 +42,9 @@ def _quiet_host_class() -> type:
     import durable.engine as durable_engine
     from durable.engine import Host
 
-    durable_engine.json = _JsonShim  # type: ignore[attr-defined]
+    durable_engine.json = _JsonShim
 
-    class QuietHost(Host):  # type: ignore[misc]
+    class QuietHost(Host):  # type: ignore[misc]  # durable ships no types: Host is Any
         """A durable Host without timer threads whose actions come from a registry."""
 
         def __init__(self) -> None:

@@ -21,6 +21,8 @@ import os
 import signal
 import weakref
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any, Iterator
 
 from kvrules.facts.model import Fact
@@ -92,7 +94,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
+def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
     _die_with_parent()
     child_signals(signal.SIGINT, signal.SIGTERM)
     if os.getppid() != parent_pid:
@@ -121,18 +123,30 @@ def _worker_main(cp: CompiledPolicy, conn: Any, parent_pid: int) -> None:
             os._exit(0)
 
 
+def evaluate_in_process(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
+    """Evaluate ``facts`` on durable-rules in this process, unsupervised.
+
+    For callers that cannot have a worker (daemon processes) and for the authoring tools,
+    which replay one cell at a time: an engine crash here takes the process with it.
+    """
+    from kvrules.backend.durable import session  # durable-rules is imported on first use only
+    return session.evaluate(cp, facts)
+
+
 class EngineSupervisor:
     """Evaluate cells on durable-rules in a child process (forked lazily, reused)."""
 
     def __init__(self, cp: CompiledPolicy) -> None:
         self.cp = cp
-        self._proc: Any = None
-        self._conn: Any = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
         self.restarts = 0
         _LIVE.add(self)
 
-    def _start(self) -> None:
-        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    def _start(self) -> Connection:
+        """Fork a worker; returns the parent's end of its pipe."""
+        ctx = (multiprocessing.get_context("fork") if hasattr(os, "fork")
+               else multiprocessing.get_context("spawn"))
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker_main, args=(self.cp, child, os.getpid()),
                            daemon=True, name=_WORKER_NAME)
@@ -140,6 +154,7 @@ class EngineSupervisor:
             proc.start()
             self._proc, self._conn = proc, parent
             child.close()
+        return parent
 
     def close(self) -> None:
         """Stop the worker (a new one starts on the next evaluation)."""
@@ -154,12 +169,13 @@ class EngineSupervisor:
 
     def _attempt(self, cell_id: str, attempt: int, facts: list[Fact]) -> Any:
         """("ok", Evaluation) | ("error", text) | ("died", exit description)."""
-        if self._proc is None or not self._proc.is_alive():
+        conn = self._conn
+        if self._proc is None or not self._proc.is_alive() or conn is None:
             self.close()
-            self._start()
+            conn = self._start()
         try:
-            self._conn.send((cell_id, attempt, facts))
-            return self._conn.recv()
+            conn.send((cell_id, attempt, facts))
+            return conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             proc = self._proc
             if proc is not None:
@@ -175,8 +191,7 @@ class EngineSupervisor:
     def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
         """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
         if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
-            from kvrules.backend.durable import session      # which may not have children
-            return session.evaluate(self.cp, facts), True
+            return evaluate_in_process(self.cp, facts), True  # which may not have children
         for attempt in range(2):
             kind, value = self._attempt(cell_id, attempt, facts)
             if kind == "ok":

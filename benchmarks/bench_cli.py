@@ -1,0 +1,202 @@
+"""Benchmark ``kvrules classify`` the way users run it: a whole process per run.
+
+    python benchmarks/bench_cli.py [--shapes few,diverse] [--scales 50,200,800]
+                                   [--ranks 2] [--points 500] [--repeat 3] [--markdown]
+
+For every corpus shape and scale, in the same run: the installed ``kvrules classify CORPUS
+--format F --output FILE`` for F in jsonl, json and table (start-up and policy compilation
+included), and two parse-only baselines, also whole processes: read and decode every JSON
+file of the corpus with the standard ``json`` module, and with the fastest decoder installed
+(orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
+baseline, and the peak RSS of each process (``wait4``), then the issue-9 targets as
+PASS/FAIL lines. Nothing here is a unit test: timings depend on the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import SHAPES, generate  # noqa: E402
+
+FORMATS = ("jsonl", "json", "table")
+PARSE_STDLIB = """
+import json, pathlib, sys
+for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.json")):
+    with open(p, "rb") as fh:
+        json.loads(fh.read())
+"""
+PARSE_FAST = {
+    "orjson": """
+import orjson, pathlib, sys
+for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.json")):
+    with open(p, "rb") as fh:
+        orjson.loads(fh.read())
+""",
+    "msgspec": """
+import msgspec, pathlib, sys
+decode = msgspec.json.decode
+for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.json")):
+    with open(p, "rb") as fh:
+        decode(fh.read())
+""",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One whole-process run: wall seconds and peak resident memory (MiB)."""
+
+    seconds: float
+    rss_mib: float
+
+
+def run_process(cmd: list[str]) -> Run:
+    """Run ``cmd`` to completion; its wall time and its own peak RSS (not tracemalloc)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode not in (0, 1):  # 1: some cell has an evidence error (still a report)
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-2000:]}")
+    return Run(elapsed, usage.ru_maxrss / 1024)
+
+
+def median(runs: list[Run]) -> Run:
+    return Run(statistics.median(r.seconds for r in runs),
+               statistics.median(r.rss_mib for r in runs))
+
+
+def kvrules_command() -> list[str]:
+    """The installed console script next to this interpreter (as users run it)."""
+    script = Path(sys.executable).with_name("kvrules")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("kvrules")
+    if found is None:
+        raise SystemExit("kvrules is not installed (pip install -e .)")
+    return [found]
+
+
+def fastest_decoder() -> str | None:
+    for name in PARSE_FAST:
+        try:
+            __import__(name)
+            return name
+        except ImportError:
+            continue
+    return None
+
+
+def measure(corpus: Path, out_dir: Path, repeat: int) -> dict[str, Run]:
+    """Median run of each command on one corpus, interleaved so drift hits all alike."""
+    commands: dict[str, list[str]] = {"parse:json": [sys.executable, "-c", PARSE_STDLIB,
+                                                     str(corpus)]}
+    fast = fastest_decoder()
+    if fast is not None:
+        commands[f"parse:{fast}"] = [sys.executable, "-c", PARSE_FAST[fast], str(corpus)]
+    for fmt in FORMATS:
+        commands[fmt] = kvrules_command() + ["classify", str(corpus), "--format", fmt,
+                                             "--output", str(out_dir / f"report.{fmt}")]
+    runs: dict[str, list[Run]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, cmd in commands.items():
+            runs[name].append(run_process(cmd))
+    return {name: median(r) for name, r in runs.items()}
+
+
+def corpus_points(cells: int, ranks: int, points: int) -> int:
+    return cells * ranks * points
+
+
+def report(results: dict[tuple[str, int], dict[str, Run]], markdown: bool) -> list[str]:
+    """A table: per shape and scale, seconds, ratio to stdlib parse and peak RSS."""
+    names = list(next(iter(results.values())))
+    lines = []
+    if markdown:
+        lines.append("| corpus | cells | " + " | ".join(names) + " |")
+        lines.append("|---|---|" + "---|" * len(names))
+    for (shape, cells), runs in results.items():
+        base = runs["parse:json"].seconds
+        cols = [f"{r.seconds:.2f} s ({r.seconds / base:.2f}x, {r.rss_mib:.0f} MiB)"
+                for r in runs.values()]
+        if markdown:
+            lines.append(f"| {shape} | {cells} | " + " | ".join(cols) + " |")
+        else:
+            lines.append(f"{shape:8} {cells:5} cells")
+            lines += [f"    {n:14} {c}" for n, c in zip(names, cols)]
+    return lines
+
+
+def targets(results: dict[tuple[str, int], dict[str, Run]], points: dict[int, int]) -> list[str]:
+    """The issue-9 targets, each as a PASS/FAIL line."""
+    out = []
+
+    def check(ok: bool, text: str) -> None:
+        out.append(f"{'PASS' if ok else 'FAIL'}  {text}")
+
+    for (shape, cells), runs in results.items():
+        base, jsonl = runs["parse:json"].seconds, runs["jsonl"].seconds
+        check(jsonl <= 1.5 * base, f"{shape}/{cells}: jsonl {jsonl / base:.2f}x stdlib parse "
+              "(target <= 1.5x)")
+        for fmt in ("json", "table"):
+            ratio = runs[fmt].seconds / jsonl
+            check(ratio <= 1.15, f"{shape}/{cells}: {fmt} {ratio:.2f}x jsonl (target <= 1.15x)")
+        peak = max(runs[f].rss_mib for f in FORMATS)
+        check(peak <= 150, f"{shape}/{cells}: peak RSS {peak:.0f} MiB (target <= 150 MiB)")
+    for shape in sorted({s for s, _ in results}):
+        scales = sorted(c for s, c in results if s == shape)
+        if len(scales) < 2:
+            continue
+        lo, hi = scales[0], scales[-1]
+        per_lo = results[(shape, lo)]["jsonl"].seconds / points[lo]
+        per_hi = results[(shape, hi)]["jsonl"].seconds / points[hi]
+        check(per_hi <= 1.25 * per_lo, f"{shape}: jsonl time per point at {hi} cells is "
+              f"{per_hi / per_lo:.2f}x that at {lo} cells (linear: <= 1.25x)")
+        rss_lo = max(results[(shape, lo)][f].rss_mib for f in FORMATS)
+        rss_hi = max(results[(shape, hi)][f].rss_mib for f in FORMATS)
+        check(rss_hi <= 1.2 * rss_lo, f"{shape}: peak RSS {rss_lo:.0f} MiB at {lo} cells, "
+              f"{rss_hi:.0f} MiB at {hi} cells (flat: <= 1.2x)")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--scales", default="50,200,800")
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--points", type=int, default=500)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    args = parser.parse_args()
+    scales = [int(s) for s in args.scales.split(",")]
+    results: dict[tuple[str, int], dict[str, Run]] = {}
+    points = {c: corpus_points(c, args.ranks, args.points) for c in scales}
+    with tempfile.TemporaryDirectory(prefix="kvrules-bench-") as tmp:
+        for shape in args.shapes.split(","):
+            for cells in scales:
+                corpus = generate(Path(tmp) / f"{shape}-{cells}", shape, cells, args.ranks,
+                                  args.points)
+                out_dir = Path(tmp) / f"out-{shape}-{cells}"
+                out_dir.mkdir()
+                results[(shape, cells)] = measure(corpus, out_dir, args.repeat)
+                shutil.rmtree(corpus)
+    print(f"kvrules classify as a whole process; {args.ranks} ranks x {args.points} points "
+          f"per cell; medians of {args.repeat}; python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs")
+    print("\n".join(report(results, args.markdown)))
+    print("\n".join(targets(results, points)))
+
+
+if __name__ == "__main__":
+    main()
