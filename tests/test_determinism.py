@@ -1,6 +1,13 @@
 """Same inputs and rules give byte-identical reports: across runs, workers and the memo."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from helpers import EXAMPLES
 
 from kvrules import api
@@ -51,3 +58,46 @@ def test_facts_outside_the_catalogue_fail_the_cell_closed():
     assert sorted(e.message for e in verdict.errors) == [
         "point.rank should be integer, got '1'",
         "rank.tensor_parallel is not in the fact catalogue"]
+
+
+HASH_SEEDED = Path(__file__).parent / "files" / "determinism" / "config-bound-kda-moe-ep"
+"""A campaign whose verdict once depended on PYTHONHASHSEED: the absent markers of joined
+fields were added in set order, and durable-rules' joins depend on property order (one
+config_bound_requires_real_kv error went missing under some seeds)."""
+
+
+@pytest.mark.parametrize("seeds", [("0", "2", "6", "8")])
+def test_reports_do_not_depend_on_the_hash_seed(seeds: tuple[str, ...]) -> None:
+    reports = set()
+    for seed in seeds:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-m", "kvrules", "classify", str(HASH_SEEDED),
+                               "--format", "json"], capture_output=True, env=env, timeout=120)
+        assert done.returncode == 1, done.stderr
+        reports.add(done.stdout)
+    assert len(reports) == 1
+    codes = sorted(e["code"] for e in json.loads(reports.pop())["cells"][0]["errors"])
+    assert codes.count("config_bound_requires_real_kv") == 2
+
+
+ENCODED_ORDER = """
+from kvrules import api
+from kvrules.backend.durable.session import _Context
+from kvrules.pipeline import compile_policy
+cp = compile_policy()
+ctx = _Context(cp)
+for fact in next(api.extract([{path!r}])).facts:
+    print(fact.type, list(ctx.add(fact.type, fact.id, fact.fields)))
+"""
+
+
+def test_engine_facts_have_the_same_property_order_under_every_hash_seed() -> None:
+    script = ENCODED_ORDER.format(path=str(EXAMPLES / "legacy-no-warmup-block"))
+    orders = set()
+    for seed in ("0", "1", "2", "3", "4", "5"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        orders.add(done.stdout)
+    assert len(orders) == 1

@@ -57,8 +57,8 @@ class _Context:
         self.fields[fact_id] = {**fields, "id": fact_id}
         encoded = encode_fact(fact_type, fact_id, fields, self.cp.list_fields.get(fact_type,
                                                                                   frozenset()))
-        for name in self.cp.ref_targets.get(fact_type, ()):
-            if name not in encoded:
+        for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # never set order:
+            if name not in encoded:  # the engine's joins depend on property order
                 encoded.update(absent_marker(name))
         self.encoded.append(encoded)
         return encoded
