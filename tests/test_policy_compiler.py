@@ -174,6 +174,23 @@ def test_too_many_constants_on_one_field_is_rejected_not_hung(tmp_path):
     assert "501 distinct values" in found[0].message
 
 
+def _copies(n: int, where: str) -> str:
+    return "rules:\n" + "".join(
+        f"  - {{id: r.c{i}, description: d, when: [{{fact: point, where: {where}}}], "
+        "then: {derive: {fact: hit, set: {n: 1}}}, reason: r}\n" for i in range(n))
+
+
+def test_too_many_list_item_tests_on_one_field_are_rejected_not_hung(tmp_path):
+    # equal item tests are not shared by the engine: 150 rules x 4 items hang classify
+    where = "{sample_reasons: {contains_any: [a, b, c, d]}}"
+    found = diagnostics(tmp_path, _copies(150, where))
+    assert codes(found) == [("rule_unsupported_error", 127, "r.c125")]
+    assert "searched for list items 600 times" in found[0].message
+    with pytest.raises(KvrulesUsageError):  # classify compiles with the same passes
+        compile_policy(str(tmp_path))
+    assert diagnostics(tmp_path, _copies(125, where)) == []
+
+
 def test_join_with_too_many_cases_is_rejected(tmp_path):
     cases = ", ".join(f"{{all: [{{enabled: {{ne: {{ref: cell.tp}}}}}}, "
                       f"{{skip_reason: {{ne: a{i}}}}}]}}" for i in range(70))

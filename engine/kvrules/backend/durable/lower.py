@@ -352,26 +352,47 @@ MAX_CONSTANTS_PER_FIELD = 500
 
 
 def check_engine_limits(state: CompileState) -> None:
-    """Reject policies the engine would hang on: too many distinct constants per field."""
+    """Reject policies the engine would hang on: too many distinct constants per field, or
+    too many list-item tests on one field over all rules."""
     policy = state.policy
     assert policy is not None
     seen: dict[tuple[str, str], set[str]] = {}
+    items: dict[tuple[str, str], int] = {}
+    crossing: dict[tuple[str, str], tuple[Rule, Any]] = {}
     first: dict[tuple[str, str], tuple[Rule, Any]] = {}
     for rule in policy.rules:
         for pattern in rule.patterns:
             for atom in atoms(pattern.where):
-                literals = [] if isinstance(atom.operand, Ref) else \
-                    OPERATORS[atom.op].content_values(atom.operand)
+                if isinstance(atom.operand, Ref):
+                    continue
+                key = (pattern.fact, atom.field)
+                literals = OPERATORS[atom.op].content_values(atom.operand)
                 if literals:
-                    key = (pattern.fact, atom.field)
                     seen.setdefault(key, set()).update(repr(v) for v in literals)
                     first.setdefault(key, (rule, atom))
-    for key, values in sorted(seen.items()):
+                if atom.op in ITEM_TEST_OPS and isinstance(atom.operand, (list, tuple)):
+                    before = items.get(key, 0)
+                    items[key] = before + len(atom.operand)
+                    if before <= MAX_CONSTANTS_PER_FIELD < items[key]:
+                        crossing[key] = (rule, atom)  # name the rule that crosses the limit
+    for key in sorted(set(seen) | set(crossing)):
+        values = seen.get(key, set())
         if len(values) > MAX_CONSTANTS_PER_FIELD:
             rule, atom = first[key]
             state.error(codes.RULE_UNSUPPORTED, f"{key[0]}.{key[1]} is compared with "
                         f"{len(values)} distinct values; the engine takes at most "
                         f"{MAX_CONSTANTS_PER_FIELD}", atom.loc, atom.pointer, rule.id)
+        elif key in crossing:
+            rule, atom = crossing[key]
+            state.error(codes.RULE_UNSUPPORTED, f"{key[0]}.{key[1]} is searched for list items "
+                        f"{items[key]} times over all rules; the engine takes at most "
+                        f"{MAX_CONSTANTS_PER_FIELD}", atom.loc, atom.pointer, rule.id)
+
+
+ITEM_TEST_OPS = frozenset({"contains_any"})
+"""Operators lowered to per-item list tests (``$iany``/``$iall``): the engine does not share
+equal item tests between rules, so they count with multiplicity toward the hang limit
+(300 copies of one rule testing 3 items hang classify; 600 copies of an equality do not)."""
 
 
 PASSES: tuple[tuple[str, Pass], ...] = (
