@@ -27,7 +27,6 @@ Objects and lists are written as values (``block: {}``, ``groups: [...]``).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.abc import Traversable

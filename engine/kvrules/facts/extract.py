@@ -14,8 +14,8 @@ import json
 import shlex
 from typing import Any, Iterable
 
-from kvrules.artifacts.model import CellEvidence, Document, NonFiniteNumber
-from kvrules.facts.jsontypes import pointer
+from kvrules.artifacts.model import CellEvidence, Document
+from kvrules.facts.jsontypes import canonical, pointer
 from kvrules.facts.model import CellFacts, Fact, PointRow
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
@@ -44,18 +44,10 @@ def _obj(obj: Any, key: str) -> Any:
     return value if isinstance(value, dict) else None
 
 
-def _token(value: Any) -> str:
-    """JSON text of a value json cannot write (a NaN/Infinity marker): its token, as read."""
-    if isinstance(value, NonFiniteNumber):
-        return value.token
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
 def _json_text(obj: Any, ensure_ascii: bool) -> str:
     """Canonical JSON text that never raises on what a decoder can return."""
     try:
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=ensure_ascii, default=_token)
+        return canonical(obj, ascii=ensure_ascii)
     except (TypeError, ValueError, RecursionError):
         return json.dumps(repr(obj), ensure_ascii=ensure_ascii)
 

@@ -36,18 +36,19 @@ def pointer(*parts: object) -> str:
     return "/" + "/".join(out) if out else ""
 
 
-def _token(value: Any) -> str:
+def json_token(value: Any) -> str:
+    """``default=`` for json.dumps: a NaN/Infinity marker as the token read, else TypeError."""
     token = getattr(value, "token", None)
     if isinstance(token, str):  # a NaN/Infinity marker kept inside a container
         return token
     raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
-def canonical(value: Any) -> str:
+def canonical(value: Any, ascii: bool = False) -> str:
     """Canonical JSON text: identical content gives identical text (a non-finite marker
     nested in a container is written as its token)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=_token)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=ascii,
+                      default=json_token)
 
 
 def value_type(value: Any) -> str:

@@ -9,7 +9,6 @@ Lists of strings get a sentinel first element so "contains none" holds on empty 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from typing import Any
 
@@ -43,19 +42,11 @@ MAX_CONTAINER_TEXT = 2048
 """Containers whose canonical text is longer reach the engine as a digest of it."""
 
 
-def _token(value: Any) -> str:
-    token = getattr(value, "token", None)
-    if isinstance(token, str):  # kvrules.artifacts.model.NonFiniteNumber
-        return token
-    raise TypeError(f"not a JSON value: {type(value).__name__}")
-
-
 def encode_container(value: Any) -> str:
     """A list or object as bounded ASCII text that is equal exactly when the contents are:
     its canonical JSON (non-finite markers as their token), or a digest of it when long.
     Only ``eq``/``in``/refs read the content; type, length and agreement are companions."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      default=_token)
+    text = canonical(value, ascii=True)
     if len(text) <= MAX_CONTAINER_TEXT:
         return "j:" + text
     return "h:" + hashlib.sha256(text.encode("ascii")).hexdigest()
