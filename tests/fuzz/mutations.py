@@ -427,13 +427,22 @@ def _lines_insert(rnd: random.Random, text: str, insert: str) -> str:
     return "".join(lines[:at] + [insert] + lines[at:])
 
 
+def _text(path: Path) -> str:
+    """A rule file's text, whatever an earlier mutation did to its encoding.
+
+    Undecodable bytes survive as surrogate escapes, so writing the text back with
+    ``errors="surrogateescape"`` keeps them: a re-encoded file stays re-encoded.
+    """
+    return path.read_bytes().decode("utf-8", errors="surrogateescape")
+
+
 def r_broken_yaml(rnd: random.Random, root: Path) -> Applied | None:
     path = _pick_yaml(rnd, root)
     if path is None:
         return None
     junk = rnd.choice(["  - : : [\n", "{unclosed: [1, 2\n", "\t- tab indented\n", "key: 'open\n",
                        "- ]\n", "  badly:\n indented: x\n", "%YAML 9.9\n---\n"])
-    path.write_text(_lines_insert(rnd, path.read_text(encoding="utf-8"), junk), encoding="utf-8")
+    path.write_text(_lines_insert(rnd, _text(path), junk), encoding="utf-8", errors="surrogateescape")
     return Applied(f"broken YAML {junk.strip()!r} inserted in {path.name}")
 
 
@@ -449,10 +458,10 @@ def r_alias_bomb(rnd: random.Random, root: Path) -> Applied | None:
         text = "\n".join(bomb) + f"\nrules: *a{levels - 1}\n"
         where = "as the whole file"
     else:
-        text = path.read_text(encoding="utf-8") + "\nbomb:\n" + "\n".join(
+        text = _text(path) + "\nbomb:\n" + "\n".join(
             "  " + line for line in bomb) + "\n"
         where = "appended under key 'bomb'"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
     return Applied(f"alias bomb ({levels} levels, 9**{levels}) {where} in {path.name}")
 
 
@@ -469,8 +478,8 @@ def r_deep_nesting(rnd: random.Random, root: Path) -> Applied | None:
     else:
         depth = min(depth, 3000)
         deep = "\n" + "".join("  " * (i + 1) + "a:\n" for i in range(depth)) + "  " * (depth + 1) + "b: 1"
-    text = path.read_text(encoding="utf-8") + f"\ndeep: {deep}\n"
-    path.write_text(text, encoding="utf-8")
+    text = _text(path) + f"\ndeep: {deep}\n"
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
     return Applied(f"deep nesting ({style}, depth {depth}) appended to {path.name}")
 
 
@@ -481,7 +490,7 @@ def r_unknown_tag(rnd: random.Random, root: Path) -> Applied | None:
     tag = rnd.choice(["!custom x", "!!python/object/apply:os.system ['true']",
                       "!!python/name:os.system", "!!binary aGVsbG8=", "!!set {a, b}",
                       "!!timestamp 2001-12-14", "!!omap [a: 1]"])
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
     lines = text.splitlines(keepends=True)
     cands = [i for i, line in enumerate(lines) if line.rstrip().endswith(":") is False
              and ": " in line and not line.lstrip().startswith("#")]
@@ -494,7 +503,7 @@ def r_unknown_tag(rnd: random.Random, root: Path) -> Applied | None:
     else:
         text += f"\nextra: {tag}\n"
         what = "new key"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
     return Applied(f"unknown tag {tag!r} at {what} of {path.name}")
 
 
@@ -529,7 +538,7 @@ def r_dup_keys(rnd: random.Random, root: Path) -> Applied | None:
     path = _pick_yaml(rnd, root)
     if path is None:
         return None
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
     lines = text.splitlines(keepends=True)
     cands = [i for i, line in enumerate(lines)
              if ": " in line and not line.lstrip().startswith(("#", "- "))]
@@ -542,8 +551,8 @@ def r_dup_keys(rnd: random.Random, root: Path) -> Applied | None:
     else:
         top = text.split(":", 1)[0].strip() or "rules"
         text += f"\n{top}: []\n"
-        what = f"top-level {top!r}"
-    path.write_text(text, encoding="utf-8")
+        what = f"top-level {top[:40]!r}"
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
     return Applied(f"duplicate key {what} in {path.name}")
 
 

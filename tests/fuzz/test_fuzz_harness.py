@@ -196,3 +196,35 @@ def test_rule_mutations_never_expand_an_alias_bomb(tmp_path: Path) -> None:
         pass
     else:
         raise AssertionError("walked 9**12 nodes")
+
+
+def test_text_mutations_apply_after_a_re_encoding(tmp_path: Path) -> None:
+    """A rule file re-encoded as UTF-16 by one mutation stays a valid target for the next.
+
+    Seed 3 mutants 226 and 7883 (re-encode, then a duplicate key or deep nesting) made the
+    harness itself raise UnicodeDecodeError in the 10,000-mutant run.
+    """
+    folder = tmp_path / "rules"
+    shutil.copytree(mut.RULES, folder)
+    target = folder / "engine_identity.yaml"
+    original = target.read_bytes()
+    target.write_bytes(original.decode("utf-8").encode("utf-16"))
+    utf16 = target.read_bytes()
+    for op in (mut.r_broken_yaml, mut.r_alias_bomb, mut.r_deep_nesting, mut.r_unknown_tag,
+               mut.r_dup_keys):
+        for path in mut.policy_files(folder):
+            if path != target:
+                path.unlink()
+        target.write_bytes(utf16)
+        applied = op(random.Random(1), folder)
+        assert applied is not None, op.__name__
+        assert target.read_bytes() != utf16, op.__name__
+        shutil.rmtree(folder)
+        shutil.copytree(mut.RULES, folder)
+
+
+def test_seed_3_mutants_that_broke_the_harness_now_build(tmp_path: Path) -> None:
+    for index in (226, 1924, 4017, 7883):
+        built = mut.build_mutant(3, index, tmp_path / str(index))
+        assert built.kind == "rules" and built.descriptions
+        mut.remove_tree(built.folder)
