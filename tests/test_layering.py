@@ -24,6 +24,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("backend",),
     ("verdicts",),
     ("pipeline",),
+    ("cache",),
     ("api",),
     ("consumers", "authoring"),
     ("cli",),

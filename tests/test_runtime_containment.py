@@ -261,3 +261,39 @@ def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
     assert "FAILURE" not in stdout
     assert "KeyboardInterrupt" in stderr
     assert proc.returncode in (1, -signal.SIGINT)  # 3.11+ re-raises SIGINT at exit
+
+
+def _example_facts() -> list:
+    return [extract_cell(load_cell(ref)) for ref in discover(_examples())]
+
+
+def test_the_pipelined_stream_gives_what_one_cell_at_a_time_gives():
+    """classify_stream overlaps the engine with preparing the next cell: same verdicts,
+    same order, also when cells repeat (memo hits behind an evaluation in flight)."""
+    cells = _example_facts()
+    cells = cells + cells[::-1] + cells[:3]
+    one_by_one = [api.load_policy().classifier.classify_facts(c).to_dict() for c in cells]
+    policy = api.load_policy()
+    streamed = [v.to_dict() for v in policy.classifier.classify_stream(iter(cells))]
+    assert streamed == one_by_one
+    assert policy.classifier.evaluations < len(cells)
+
+
+def test_an_abandoned_stream_leaves_the_classifier_usable():
+    cells = _example_facts()
+    policy = api.load_policy()
+    stream = policy.classifier.classify_stream(iter(cells))
+    first = next(stream)  # the next cell's evaluation may now be in flight
+    stream.close()
+    again = list(policy.classifier.classify_stream(iter(cells)))
+    assert again[0].to_dict() == first.to_dict() and len(again) == len(cells)
+
+
+def test_a_crash_inside_the_stream_costs_exactly_that_cell(monkeypatch):
+    monkeypatch.setenv(HOOK, MOE_CELL)
+    cells = _example_facts()
+    policy = api.load_policy()
+    verdicts = list(policy.classifier.classify_stream(iter(cells)))
+    assert [v.cell_id for v in verdicts] == [c.cell_id for c in cells]
+    failed = [v.cell_id for v in verdicts if any(e.code == "engine_failure" for e in v.errors)]
+    assert failed == [MOE_CELL]

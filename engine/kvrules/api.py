@@ -26,6 +26,7 @@ from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
 from kvrules.pipeline import Classifier
+from kvrules.cache.policies import cached_compile
 from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
@@ -56,10 +57,11 @@ def load_policy(rules: str | Path | None = None,
                 parameters: dict[str, Any] | None = None) -> Policy:
     """Compile a policy directory (default: the shipped policy) into a ready classifier.
 
-    Raises KvrulesUsageError (exit 2) with diagnostics when the rule files are invalid.
+    Raises KvrulesUsageError (exit 2) with diagnostics when the rule files are invalid. A
+    policy compiled before is loaded from the cache (see :mod:`kvrules.cache.policies`).
     """
     source = str(rules) if rules is not None else None
-    return Policy(compile_policy(source, parameters), source)
+    return Policy(cached_compile(compile_policy, source, parameters), source)
 
 
 def extract(paths: Sequence[str], plan: str | None = None) -> Iterator[CellFacts]:
@@ -112,8 +114,8 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
                    progress: ProgressFn | None) -> Iterator[CellVerdict]:
     total = len(refs)
     if jobs <= 1 or total <= 1:
-        results: Iterator[CellVerdict] = (policy.classifier.classify_ref(r) for r in refs)
-        yield from _counted(results, total, progress)
+        cells = (_extract_ref(r) for r in refs)  # pulled one at a time by the stream
+        yield from _counted(policy.classifier.classify_stream(cells), total, progress)
         return
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
@@ -121,9 +123,8 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     with signals_deferred():
         pool = ctx.Pool(jobs, _init_worker)
     with pool:
-        cells = pool.imap(_extract_ref, refs, chunksize=4)
-        results = (policy.classifier.classify_facts(cell) for cell in cells)
-        yield from _counted(results, total, progress)
+        extracted = pool.imap(_extract_ref, refs, chunksize=4)
+        yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
 
 
 def _counted(results: Iterator[CellVerdict], total: int,

@@ -9,11 +9,11 @@ engine run per distinct shape, not per cell.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
@@ -132,6 +132,15 @@ def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> CellRun:
     return CellRun(prepared, ev, verdict)
 
 
+@dataclass
+class _Job:
+    """A cell of :meth:`Classifier.classify_stream` between preparation and its verdict."""
+
+    prepared: Prepared
+    key: str | None = None
+    evaluation: Evaluation | None = None
+
+
 class Classifier:
     """A compiled policy plus its evaluation memo; one per process (not shared by threads)."""
 
@@ -154,17 +163,82 @@ class Classifier:
     def _evaluate(self, facts: list[Fact], cell_id: str) -> Evaluation:
         """The engine's evaluation of ``facts``, shared by cells the rules cannot tell apart."""
         key = projection(self.cp, facts)
+        ev = self._recall(key)
+        if ev is None:
+            self.engine.submit(facts, cell_id)
+            ev = self._remember(key)
+        return ev
+
+    def _recall(self, key: str) -> Evaluation | None:
         ev = self._memo.get(key)
         if ev is not None:
             self._memo.move_to_end(key)
-            return ev
-        ev, real = self.engine.evaluate(facts, cell_id)
+        return ev
+
+    def _remember(self, key: str) -> Evaluation:
+        """Wait for the evaluation in flight and memoise it under ``key``."""
+        ev, real = self.engine.result()
         self.evaluations += 1
         if real:  # a crash is not memoised: the next such cell gets a fresh worker
             self._memo[key] = ev
             if len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
         return ev
+
+    def classify_stream(self, cells: Iterable[CellFacts]) -> Iterator[CellVerdict]:
+        """Verdicts of ``cells`` in input order, the same as :meth:`classify_facts` gives.
+
+        The engine runs in its own process, so while it evaluates one cell this process
+        loads, extracts and prepares the next (pulling ``cells`` lazily) and builds the
+        verdicts before it: at most one evaluation in flight, at most two cells waiting.
+        """
+        waiting: deque[_Job] = deque()
+        flight: _Job | None = None
+        try:
+            for cell in cells:
+                job = _Job(prepare(self.cp, cell))
+                if job.prepared.to_engine:
+                    flight = self._schedule(job, flight, len(waiting))
+                else:
+                    job.evaluation = Evaluation()
+                waiting.append(job)
+                while waiting and waiting[0].evaluation is not None:
+                    yield self._verdict(waiting.popleft())
+            self._land(flight)
+            flight = None
+        except BaseException:  # an interrupt or an abandoned stream: drop the evaluation
+            if flight is not None:  # in flight with its worker (a fresh one serves next)
+                self.engine.close()
+            raise
+        while waiting:
+            yield self._verdict(waiting.popleft())
+
+    def _schedule(self, job: "_Job", flight: "_Job | None", waiting: int) -> "_Job | None":
+        """Give ``job`` its evaluation (memo) or send it to the engine; the job in flight."""
+        job.key = projection(self.cp, job.prepared.facts)
+        if flight is not None and (flight.key == job.key or waiting >= 2):
+            self._land(flight)
+            flight = None
+        job.evaluation = self._recall(job.key)
+        if job.evaluation is None:
+            self._land(flight)
+            flight = None
+            job.evaluation = self._recall(job.key)
+        if job.evaluation is None:
+            self.engine.submit(job.prepared.facts, job.prepared.cell.cell_id)
+            return job
+        return flight
+
+    def _land(self, flight: "_Job | None") -> None:
+        """Receive the evaluation in flight, if any."""
+        if flight is not None and flight.key is not None:
+            flight.evaluation = self._remember(flight.key)
+        return None
+
+    def _verdict(self, job: "_Job") -> CellVerdict:
+        assert job.evaluation is not None
+        p = job.prepared
+        return build_cell(self.cp, p.cell, job.evaluation, p.class_of, p.classes)
 
     def classify_evidence(self, evidence: CellEvidence) -> CellVerdict:
         """Verdict of a loaded cell (extracts its facts first)."""

@@ -229,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{i} ({m.kind}): " + "; ".join(m.descriptions))
                 mut.remove_tree(m.folder)
         return 0
-    res = fuzz(args.mutants, args.seed, args.jobs, args.timeout, args.keep, args.only)
+    with tempfile.TemporaryDirectory(prefix="kvrules-fuzz-cache-") as cache:
+        os.environ.setdefault("KVRULES_CACHE_DIR", cache)  # this run's, not the user's
+        res = fuzz(args.mutants, args.seed, args.jobs, args.timeout, args.keep, args.only)
     for r in res.failures:
         print(describe(r))
         print()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from pathlib import Path, PurePath
 from typing import Any
@@ -69,9 +70,52 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def decode_json(raw: bytes) -> Any:
     """Decode JSON bytes (UTF-8/16/32, BOM tolerated) with non-finite tokens as markers.
 
-    Duplicate object keys raise :class:`DuplicateKeyError` (a ``ValueError``).
+    Duplicate object keys raise :class:`DuplicateKeyError` (a ``ValueError``). The result
+    is always the standard library's; orjson only gets there faster when it provably
+    agrees (see :func:`_fast_decode`).
     """
+    fast = _fast_decode(raw)
+    if fast is not _DISAGREES:
+        return fast
     return json.loads(raw, parse_constant=_parse_constant, object_pairs_hook=_object)
+
+
+_DISAGREES = object()
+_LONG_INTEGER = re.compile(rb"-?[0-9]{19,}")
+_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+
+
+def _fast_decode(raw: bytes) -> Any:
+    """orjson's decoding of ``raw`` when it equals the standard library's, else _DISAGREES.
+
+    orjson refuses what the standard library would decode differently (BOMs, UTF-16/32,
+    NaN/Infinity tokens, lone surrogates, 1e400): those fall back. Two differences it does
+    not refuse are checked here. Duplicate keys (orjson keeps the last): every colon of
+    ``raw`` outside a string separates one object member, so re-encoding the result gives
+    as many colons exactly when no member was dropped (an escaped colon would break the
+    count, so such a file falls back). Integers beyond 64 bits (orjson makes them floats):
+    any such digit run falls back.
+    """
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dependency
+        return _DISAGREES
+    try:
+        data = orjson.loads(raw)
+    except (orjson.JSONDecodeError, TypeError):
+        return _DISAGREES
+    if any(escape in raw for escape in _ESCAPED_COLONS):
+        return _DISAGREES
+    try:
+        members = orjson.dumps(data).count(b":")
+    except (orjson.JSONEncodeError, TypeError):  # nested deeper than orjson encodes
+        return _DISAGREES
+    if members != raw.count(b":"):
+        return _DISAGREES
+    for run in _LONG_INTEGER.finditer(raw):
+        if not -(1 << 63) <= int(run.group()) < (1 << 64):
+            return _DISAGREES
+    return data
 
 
 class UnreadableFile(Exception):

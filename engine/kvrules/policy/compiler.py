@@ -12,10 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any, Callable
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+from typing import TYPE_CHECKING, Any, Callable
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.policy import codes, decisions, operators
@@ -29,6 +26,9 @@ from kvrules.policy.parse import Located, parse_header, parse_rule
 from kvrules.policy.yamlpos import (YamlSyntaxError, decode_rule_file, load_with_positions,
                                     position_of)
 from kvrules.resources import load_schema, rules_dir
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 TEMPLATE_FIELDS = ("message", "reason")
 
@@ -105,8 +105,9 @@ MAX_POLICY_RULES = 3000
 
 
 @lru_cache(maxsize=1)
-def _rules_validator() -> Draft202012Validator:
-    return Draft202012Validator(load_schema("rules.schema.json"))
+def _rules_validator() -> "Draft202012Validator":
+    from jsonschema import Draft202012Validator  # only when compiling: a cached policy
+    return Draft202012Validator(load_schema("rules.schema.json"))  # never needs it
 
 
 def _json_pointer(path: Any) -> str:
@@ -117,6 +118,7 @@ def validate_schema(state: CompileState) -> None:
     """Check each file against schemas/rules.schema.json before anything is compiled."""
     if any(d.code == codes.RULE_LIMIT_ERROR for d in state.diagnostics):
         return  # a policy over a size limit is not worth validating (and may be slow to)
+    from jsonschema.exceptions import best_match
     for name, (data, positions) in sorted(state.docs.items()):
         if data is None:
             continue

@@ -8,7 +8,8 @@
 Nothing outside this package imports durable or these encodings, nor any of these modules:
 the names below are the whole boundary (``tests/test_layering.py`` holds it).
 
-* ``Backend``: the supervised engine (``evaluate(facts, cell_id)``, ``close()``);
+* ``Backend``: the supervised engine (``evaluate(facts, cell_id)``, or ``submit`` then
+  ``result`` to prepare the next cell meanwhile; ``close()``);
 * ``evaluate_in_process``: the same evaluation, unsupervised, for the authoring tools;
 * ``PASSES``: the backend's compiler passes (appended to the policy's own);
 * ``refused_fields``: field values the engine must never see;

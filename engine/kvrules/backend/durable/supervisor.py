@@ -141,6 +141,7 @@ class EngineSupervisor:
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self.restarts = 0
+        self._pending: tuple[str, list[Fact], Any] | None = None
         _LIVE.add(self)
 
     def _start(self) -> Connection:
@@ -158,6 +159,7 @@ class EngineSupervisor:
 
     def close(self) -> None:
         """Stop the worker (a new one starts on the next evaluation)."""
+        self._pending = None
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
         if conn is not None:
@@ -167,33 +169,68 @@ class EngineSupervisor:
                 proc.kill()
             proc.join(5)
 
-    def _attempt(self, cell_id: str, attempt: int, facts: list[Fact]) -> Any:
-        """("ok", Evaluation) | ("error", text) | ("died", exit description)."""
+    def _died(self) -> tuple[str, str]:
+        """The worker is gone: reap it and describe how it ended."""
+        proc = self._proc
+        if proc is not None:
+            proc.join(5)
+        died = _signal_name(proc.exitcode if proc is not None else None)
+        self.close()
+        self.restarts += 1
+        return ("died", died)
+
+    def _send(self, cell_id: str, attempt: int, facts: list[Fact]) -> tuple[str, str] | None:
+        """Hand one evaluation to the worker (forked if needed); ("died", how) if it is gone."""
         conn = self._conn
         if self._proc is None or not self._proc.is_alive() or conn is None:
             self.close()
             conn = self._start()
         try:
             conn.send((cell_id, attempt, facts))
-            return conn.recv()
+            return None
         except (EOFError, OSError, BrokenPipeError):
-            proc = self._proc
-            if proc is not None:
-                proc.join(5)
-            died = _signal_name(proc.exitcode if proc is not None else None)
-            self.close()
-            self.restarts += 1
-            return ("died", died)
+            return self._died()
         except BaseException:  # KeyboardInterrupt, SystemExit: the pipe is out of step
             self.close()
             raise
 
-    def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
-        """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
+    def _receive(self) -> Any:
+        """("ok", Evaluation) | ("error", text) | ("died", exit description)."""
+        conn = self._conn
+        if conn is None:
+            return self._died()
+        try:
+            return conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            return self._died()
+        except BaseException:
+            self.close()
+            raise
+
+    def submit(self, facts: list[Fact], cell_id: str = "") -> None:
+        """Start evaluating ``facts``; :meth:`result` returns the evaluation.
+
+        One evaluation is in flight at a time, so the caller can prepare the next cell
+        while the worker evaluates this one (the worker is another process: another core).
+        """
+        if self._pending is not None:
+            raise RuntimeError("an evaluation is already in flight")
         if multiprocessing.current_process().daemon:  # e.g. inside a user's Pool worker,
-            return evaluate_in_process(self.cp, facts), True  # which may not have children
+            self._pending = (cell_id, facts, ("ok", evaluate_in_process(self.cp, facts)))
+            return  # which may not have children
+        self._pending = (cell_id, facts, self._send(cell_id, 0, facts))
+
+    def result(self) -> tuple[Evaluation, bool]:
+        """The evaluation submitted last and whether it is a real one (False: the engine
+        crashed on it twice: the worker is retried once, fresh, before giving up)."""
+        if self._pending is None:
+            raise RuntimeError("no evaluation in flight")
+        cell_id, facts, outcome = self._pending
+        self._pending = None
         for attempt in range(2):
-            kind, value = self._attempt(cell_id, attempt, facts)
+            if attempt == 1:
+                outcome = self._send(cell_id, 1, facts)
+            kind, value = outcome if outcome is not None else self._receive()
             if kind == "ok":
                 return value, True
             if kind == "error":
@@ -202,6 +239,11 @@ class EngineSupervisor:
         return Evaluation(failures=[short(
             f"the rule engine crashed ({died}) evaluating this cell, twice; "
             "the cell is not classified")]), False
+
+    def evaluate(self, facts: list[Fact], cell_id: str = "") -> tuple[Evaluation, bool]:
+        """The evaluation of ``facts`` and whether it is a real one (False: engine crashed)."""
+        self.submit(facts, cell_id)
+        return self.result()
 
     def __del__(self) -> None:
         try:

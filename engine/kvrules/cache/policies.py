@@ -1,0 +1,96 @@
+"""Compiled policies cached on disk: a second run loads the policy instead of compiling it.
+
+The key covers everything the compiled form depends on: the policy's files (names and
+contents, base policies of ``extends`` included), the parameter overrides, the compiler (the
+kvrules version plus a fingerprint of its installed modules, so an upgrade or an edited
+checkout never loads an entry it did not write) and the Python version (pickle). A policy
+whose files cannot be read, or that does not compile, is never cached: compiling it again
+raises the same diagnostics as before.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import sys
+from functools import lru_cache
+from importlib.abc import Traversable
+from pathlib import Path
+from typing import Any, Callable
+
+from kvrules.diagnostics import KvrulesUsageError
+from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.compiler import read_policy_layers
+from kvrules.verdicts.model import KVRULES_VERSION
+from kvrules.cache.store import cache_root, prune, read_entry, touch, write_entry
+
+PolicySource = str | Path | Traversable | None
+Compile = Callable[[PolicySource, "dict[str, Any] | None"], CompiledPolicy]
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+MAX_ENTRIES = 32
+"""Compiled policies kept (the most recently used): a policy author's edits each write one."""
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 over the name, size and mtime of every module of the installed kvrules."""
+    h = hashlib.sha256(f"{KVRULES_VERSION}\0{sys.version}\0".encode())
+    for dirpath, dirnames, filenames in os.walk(_PACKAGE):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(dirpath, name))
+                rel = os.path.relpath(os.path.join(dirpath, name), _PACKAGE)
+                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def policy_key(source: PolicySource, parameters: dict[str, Any] | None,
+               compiler: str) -> str | None:
+    """The cache key of a policy, or None when its files cannot all be read cleanly."""
+    try:
+        sources = read_policy_layers(source)
+    except (KvrulesUsageError, OSError):
+        return None
+    if sources.errors or sources.diagnostics:
+        return None
+    h = hashlib.sha256(f"{code_fingerprint()}\0{compiler}\0{sources.label}\0".encode())
+    for name in sorted(sources.files):
+        h.update(name.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(sources.files[name].encode("utf-8", "surrogatepass") + b"\0")
+    h.update(json.dumps(parameters or {}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _load(path: Path, key: str) -> CompiledPolicy | None:
+    payload = read_entry(path)
+    if payload is None:
+        return None
+    try:
+        stored_key, compiled = pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - any undecodable entry is a miss, then rewritten
+        return None
+    if stored_key != key or not isinstance(compiled, CompiledPolicy):
+        return None
+    return compiled
+
+
+def cached_compile(compile_policy: Compile, source: PolicySource = None,
+                   parameters: dict[str, Any] | None = None) -> CompiledPolicy:
+    """``compile_policy(source, parameters)``, loaded from the cache when it holds it."""
+    root = cache_root()
+    compiler = f"{compile_policy.__module__}.{compile_policy.__qualname__}"
+    key = policy_key(source, parameters, compiler) if root is not None else None
+    if root is None or key is None:
+        return compile_policy(source, parameters)
+    path = root / "policies" / f"{key}.pickle"
+    compiled = _load(path, key)
+    if compiled is not None:
+        touch(path)
+        return compiled
+    compiled = compile_policy(source, parameters)
+    if write_entry(path, pickle.dumps((key, compiled), protocol=pickle.HIGHEST_PROTOCOL)):
+        prune(path.parent, MAX_ENTRIES, ".pickle")
+    return compiled
