@@ -15,8 +15,20 @@ from typing import Any, Callable
 
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
-_MAYBE_EXPONENT = re.compile(r"[:,\[]\s*-?\d+(?:\.\d+)?[eE]")
-"""A number with an exponent in value position (digests inside strings do not trigger)."""
+
+
+def _maybe_exponent(text: str) -> bool:
+    """Whether ``text`` may hold a float with an exponent. ``json.dumps`` writes every such
+    float as ``repr`` does, a digit then ``e-`` or ``e+`` (``1e-05``, ``1e+16``); a string
+    that holds the same only costs the full scan. (str.find: a regex starting with a
+    character class steps through the text in Python's matcher, ~50x slower.)"""
+    for mark in ("e-", "e+"):
+        at = text.find(mark, 1)
+        while at > 0:
+            if text[at - 1].isdigit():
+                return True
+            at = text.find(mark, at + 2)
+    return False
 
 
 class _JsonShim:
@@ -27,7 +39,7 @@ class _JsonShim:
     @staticmethod
     def dumps(obj: Any, **kwargs: Any) -> str:
         text = json.dumps(obj, **kwargs)
-        if not _MAYBE_EXPONENT.search(text):  # the common case: nothing to rewrite
+        if not _maybe_exponent(text):  # the common case: nothing to rewrite
             return text
         return _EXPONENT.sub(lambda m: m.group(0) if m.group(1) is None
                              else f"{m.group(1)}.0{m.group(2)}", text)

@@ -164,24 +164,46 @@ def _make_actions(cp: CompiledPolicy) -> dict[str, Callable[[Any], None]]:
     return actions
 
 
+_NAMES: dict[int, tuple[CompiledPolicy, list[str]]] = {}
+"""Ruleset names per compiled policy (by id; the policy is kept so the id stays its own)."""
+
+
 def ruleset_names(cp: CompiledPolicy) -> list[str]:
     """Versioned ruleset names, registered once per process."""
+    known = _NAMES.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
     tag = cp.identity.digest.split(":")[-1][:16]
     names = [f"kvrules_{tag}_s{k + 1}" for k in range(len(cp.lowered))]
     actions = _make_actions(cp)
     for name, definition in zip(names, cp.lowered):
         hostmod.ensure_registered(name, definition, actions)
+    _NAMES[id(cp)] = (cp, names)
     return names
+
+
+_NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
+
+
+def _negated_rules(cp: CompiledPolicy) -> dict[int, list[tuple[Rule, int]]]:
+    """Rules with ``none`` patterns by stratum, with their number of negated patterns."""
+    known = _NEGATED.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
+    out: dict[int, list[tuple[Rule, int]]] = {}
+    for rule in cp.policy.rules:
+        if rule.negatives:
+            out.setdefault(cp.strata[rule.id], []).append((rule, len(rule.negatives)))
+    _NEGATED[id(cp)] = (cp, out)
+    return out
 
 
 def _neg_ok_facts(ctx: _Context, stratum: int) -> None:
     """For rules of this stratum with ``none``: candidates minus witnesses."""
-    for rule in ctx.cp.policy.rules:
-        if not rule.negatives or ctx.cp.strata[rule.id] != stratum:
-            continue
+    for rule, negated in _negated_rules(ctx.cp).get(stratum, []):
         cands = ctx.probes.get(f"{rule.id}#cand", set())
         witnessed: set[tuple[str, ...]] = set()
-        for i in range(len(rule.negatives)):
+        for i in range(negated):
             witnessed |= ctx.probes.get(f"{rule.id}#wit{i}", set())
         for n, key in enumerate(sorted(cands - witnessed)):
             fields = {"rule": rule.id}
