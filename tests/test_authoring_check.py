@@ -63,7 +63,7 @@ EXPECTED: dict[str, list[Diagnostic]] = {
            "fact 'params' has no field 'strict_stamps'"),
         _d("rule_unknown_field_error", "rules.yaml", 34, 32, codes.RULE_UNKNOWN_FIELD,
            "stamps_unknown_field", "/rules/3/when/1/where/sample_reason",
-           "fact 'point' has no field 'sample_reason'")],
+           "fact 'point' has no field 'sample_reason' (did you mean 'sample_reasons'?)")],
     "rule_unknown_alias_error": [_d(
         "rule_unknown_alias_error", "rules.yaml", 33, 19, codes.RULE_UNKNOWN_ALIAS,
         "stamps_unknown_alias", "/rules/3/then/error",
@@ -234,3 +234,62 @@ def test_every_check_is_documented_in_its_docstring_and_the_readme() -> None:
         row = f"| `{cid}` | `{check.issue.code}` | {check.issue.severity} | " \
               f"{check.issue.description} |"
         assert row in readme, cid
+
+
+def _shipped_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    from kvrules.resources import rules_dir
+    folder = tmp_path / "policy"
+    shutil.copytree(str(rules_dir()), folder, ignore=shutil.ignore_patterns("tests"))
+    return folder
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _findings(folder: Path) -> list[tuple[str, int, str]]:
+    result = check_policy(str(folder))
+    return [(d.code, d.line or 0, d.message) for d in result.diagnostics if d.severity == "error"]
+
+
+def test_an_undeclared_condition_id_is_an_error_at_its_line(tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    _edit(folder / "cache_kinds.yaml", "condition: D9, reason: \"rank {rank.rank} has no",
+          "condition: D22, reason: \"rank {rank.rank} has no")
+    assert _findings(folder) == [(
+        codes.RULE_VOCABULARY_ERROR, 8, "condition 'D22' is not declared under "
+        "policy.qualifications.dense_synthetic_kv.conditions (declared: D1, D2, D3, D4, D5, "
+        "D6, D7, D8, D9)")]
+
+
+def test_a_fact_typo_is_one_finding_with_a_suggestion(tmp_path: Path) -> None:
+    """Not also 'rank is not bound' for every use of the alias the typo left unbound."""
+    folder = _shipped_copy(tmp_path)
+    _edit(folder / "cache_kinds.yaml", "      - fact: rank\n", "      - fact: rnak\n")
+    assert _findings(folder) == [(codes.RULE_UNKNOWN_FACT, 6,
+                                  "unknown fact type 'rnak' (did you mean 'rank'?)")]
+
+
+def test_field_and_alias_typos_suggest_the_known_name(tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+          "{not: {gruops: {is: array}}}")
+    _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
+          "has no cache groups (groups is {rnak.groups})")
+    assert _findings(folder) == [
+        (codes.RULE_UNKNOWN_FIELD, 7, "fact 'rank' has no field 'gruops' (did you mean "
+         "'groups'?)"),
+        (codes.RULE_UNKNOWN_ALIAS, 8, "'rnak' is not bound by an earlier positive pattern "
+         "(did you mean 'rank'?)")]
+
+
+def test_the_same_finding_is_reported_once(tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
+          "has no cache groups (groups is {rank.gruops}, {rank.gruops})")
+    result = check_policy(str(folder))
+    assert len(result.diagnostics) == len(set(result.diagnostics)) == 1

@@ -7,12 +7,13 @@ can evaluate safely. ``kvrules rules check`` runs the same passes and prints the
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.policy import codes, decisions, operators
@@ -219,12 +220,30 @@ def resolve_names(state: CompileState) -> None:
                            state.error(code, message, loc, pointer, rule))
 
 
+UNKNOWN = ""
+"""The fact type of an alias whose pattern names an unknown fact: its fields are not
+checked again, so a fact typo is one finding, not one per use of its alias."""
+UNRESOLVED = "*"
+"""Bound (to UNKNOWN) in a rule with an unknown fact: its aliases are not reported as
+unbound either (a typo in ``fact: rnak`` leaves the alias ``rank`` unbound)."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def _resolve_rule(state: CompileState, rule: Rule) -> None:
     bound: dict[str, str] = {}
     for pattern in rule.patterns:
         if pattern.fact not in state.fact_types:
-            state.error(codes.RULE_UNKNOWN_FACT, f"unknown fact type '{pattern.fact}'",
+            state.error(codes.RULE_UNKNOWN_FACT, f"unknown fact type '{pattern.fact}'"
+                        + did_you_mean(pattern.fact, state.fact_types),
                         pattern.loc, pattern.pointer, rule.id)
+            bound.setdefault(UNRESOLVED, UNKNOWN)
+            if not pattern.negated:
+                bound.setdefault(pattern.alias, UNKNOWN)
             continue
         env = dict(bound)
         env.setdefault(pattern.alias, pattern.fact)  # a field may be compared with its own fact
@@ -237,7 +256,8 @@ def _resolve_rule(state: CompileState, rule: Rule) -> None:
         for atom in atoms(pattern.where):
             if atom.field not in fields:
                 state.error(codes.RULE_UNKNOWN_FIELD, f"fact '{pattern.fact}' has no field "
-                            f"'{atom.field}'", atom.loc, atom.pointer, rule.id)
+                            f"'{atom.field}'" + did_you_mean(atom.field, fields),
+                            atom.loc, atom.pointer, rule.id)
             if isinstance(atom.operand, Ref):
                 _check_ref(state, rule, atom.operand, env, atom.loc, atom.pointer)
     if not rule.positives:
@@ -251,11 +271,14 @@ def _resolve_rule(state: CompileState, rule: Rule) -> None:
 def _check_ref(state: CompileState, rule: Rule, ref: Ref, bound: dict[str, str], loc: Loc,
                ptr: str) -> None:
     if ref.alias not in bound:
-        state.error(codes.RULE_UNKNOWN_ALIAS, f"'{ref.alias}' is not bound by an earlier "
-                    "positive pattern", loc, ptr, rule.id)
-    elif ref.field not in state.fact_types[bound[ref.alias]]:
+        if UNRESOLVED not in bound:
+            state.error(codes.RULE_UNKNOWN_ALIAS, f"'{ref.alias}' is not bound by an earlier "
+                        "positive pattern" + did_you_mean(ref.alias, bound), loc, ptr,
+                        rule.id)
+    elif bound[ref.alias] != UNKNOWN and ref.field not in state.fact_types[bound[ref.alias]]:
+        fields = state.fact_types[bound[ref.alias]]
         state.error(codes.RULE_UNKNOWN_FIELD, f"fact '{bound[ref.alias]}' has no field "
-                    f"'{ref.field}'", loc, ptr, rule.id)
+                    f"'{ref.field}'" + did_you_mean(ref.field, fields), loc, ptr, rule.id)
 
 
 def _resolve_action(state: CompileState, rule: Rule, action: Any, bound: dict[str, str]) -> None:
@@ -265,13 +288,16 @@ def _resolve_action(state: CompileState, rule: Rule, action: Any, bound: dict[st
     if action.kind == "derive":
         if args["fact"] not in policy.derived:
             state.error(codes.RULE_UNKNOWN_FACT, f"derived fact '{args['fact']}' is not "
-                        "declared under policy.derived", action.loc, action.pointer, rule.id)
+                        "declared under policy.derived" + did_you_mean(args["fact"],
+                                                                       policy.derived),
+                        action.loc, action.pointer, rule.id)
             return
         declared = policy.derived[args["fact"]]
         for name, value in args.get("set", {}).items():
             if name not in declared:
                 state.error(codes.RULE_UNKNOWN_FIELD, f"derived fact '{args['fact']}' has no "
-                            f"field '{name}'", action.loc, action.pointer, rule.id)
+                            f"field '{name}'" + did_you_mean(name, declared),
+                            action.loc, action.pointer, rule.id)
             if isinstance(value, Ref):
                 _check_ref(state, rule, value, bound, action.loc, action.pointer)
     for value in args.values():
@@ -282,8 +308,11 @@ def _resolve_action(state: CompileState, rule: Rule, action: Any, bound: dict[st
                     "policy.error_codes", action.loc, action.pointer, rule.id)
     if action.kind in ("fail", "qualify") and args["group"] not in policy.qualifications:
         state.error(codes.RULE_VOCABULARY_ERROR, f"qualification group '{args['group']}' is "
-                    "not declared under policy.qualifications", action.loc, action.pointer,
-                    rule.id)
+                    "not declared under policy.qualifications"
+                    + did_you_mean(args["group"], policy.qualifications),
+                    action.loc, action.pointer, rule.id)
+    elif action.kind == "fail":
+        _check_condition(state, rule, action)
     value = args.get("value")
     if action.kind == "regime" and not isinstance(value, Ref) and policy.regimes \
             and value not in policy.regimes:
@@ -292,6 +321,18 @@ def _resolve_action(state: CompileState, rule: Rule, action: Any, bound: dict[st
     for key in TEMPLATE_FIELDS:
         if isinstance(args.get(key), str):
             _check_template(state, rule, args[key], bound, action.loc, action.pointer)
+
+
+def _check_condition(state: CompileState, rule: Rule, action: Any) -> None:
+    """A ``fail`` names a condition its group declares (when the group declares any)."""
+    assert state.policy is not None
+    group, condition = action.args["group"], action.args["condition"]
+    declared = state.policy.qualifications[group].get("conditions") or {}
+    if declared and condition not in declared:
+        state.error(codes.RULE_VOCABULARY_ERROR, f"condition '{condition}' is not declared "
+                    f"under policy.qualifications.{group}.conditions (declared: "
+                    f"{', '.join(declared)})",
+                    action.loc, action.pointer + "/condition", rule.id)
 
 
 def template_refs(template: str) -> list[Ref]:
@@ -449,7 +490,7 @@ def run_passes(source: str | Path | Traversable | None,
         fn(state)
         if name == "stratify" and not state.strata and state.policy and state.policy.rules:
             break
-    state.diagnostics = sort_diagnostics(state.diagnostics)
+    state.diagnostics = list(dict.fromkeys(sort_diagnostics(state.diagnostics)))
     return state
 
 
