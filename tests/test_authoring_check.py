@@ -293,3 +293,24 @@ def test_the_same_finding_is_reported_once(tmp_path: Path) -> None:
           "has no cache groups (groups is {rank.gruops}, {rank.gruops})")
     result = check_policy(str(folder))
     assert len(result.diagnostics) == len(set(result.diagnostics)) == 1
+
+
+def test_a_broken_rule_file_does_not_hide_findings_in_the_others(tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    (folder / "zz_broken.yaml").write_text("rules:\n  - id: x\n    bogus: 1\n", encoding="utf-8")
+    _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+          "{not: {gruops: {is: array}}}")
+    found = {(Path(d.file).name, d.code) for d in check_policy(str(folder)).diagnostics}
+    assert ("cache_kinds.yaml", codes.RULE_UNKNOWN_FIELD) in found
+    assert ("zz_broken.yaml", codes.RULE_SCHEMA_ERROR) in found
+    assert all(d.severity == "error" for d in check_policy(str(folder)).diagnostics)  # no lint
+    with pytest.raises(KvrulesUsageError):  # and the policy still never compiles
+        from kvrules.pipeline import compile_policy
+        compile_policy(str(folder))
+
+
+def test_a_broken_header_file_stops_at_its_own_errors(tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    (folder / "policy.yaml").write_text("policy: [\n", encoding="utf-8")
+    codes_found = {d.code for d in check_policy(str(folder)).diagnostics}
+    assert codes_found == {codes.RULE_YAML_ERROR}

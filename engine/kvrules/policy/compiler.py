@@ -52,6 +52,9 @@ class CompileState:
     """The policy directories of an ``extends`` chain, base first (one without it)."""
     skipped: set[tuple[str, int]] = field(default_factory=set)
     """(file, index) of base rules an extending policy overrides or disables."""
+    quarantined: set[str] = field(default_factory=set)
+    """Rule files set aside for a YAML or schema error of their own, so the later passes
+    still check the other files (the policy as a whole stays invalid)."""
 
     def error(self, code: str, message: str, loc: Loc, pointer: str = "",
               rule: str | None = None, severity: str = "error") -> None:
@@ -485,13 +488,41 @@ def run_passes(source: str | Path | Traversable | None,
     state = CompileState(source=sources.label, files=sources.files, read_errors=sources.errors,
                          layers=sources.layers, diagnostics=list(sources.diagnostics))
     for name, fn in passes:
-        if name in GATES and state.failed:
+        if name == "resolve_extends":
+            _quarantine(state)
+        if name in GATES and _blocked(state, name):
             break
         fn(state)
         if name == "stratify" and not state.strata and state.policy and state.policy.rules:
             break
     state.diagnostics = list(dict.fromkeys(sort_diagnostics(state.diagnostics)))
     return state
+
+
+def _quarantine(state: CompileState) -> None:
+    """Set aside the files whose own YAML or schema is broken, when the policy header is in
+    another file: one broken rule file then does not hide the findings in the others."""
+    broken = {d.file for d in state.diagnostics if d.severity == "error"}
+    if not broken or not broken <= set(state.docs) | set(state.read_errors):
+        return
+    kept = {n: d for n, d in state.docs.items() if n not in broken}
+    if not any(isinstance(doc, dict) and "policy" in doc for doc, _ in kept.values()):
+        return  # the header itself is broken: everything else would follow from that
+    state.quarantined = broken
+    state.docs = kept
+
+
+def _blocked(state: CompileState, gate: str) -> bool:
+    """Whether ``gate`` must not run: an error outside the quarantined files, or any error
+    at all before lowering (a policy with a broken file never compiles)."""
+    if not state.quarantined or gate not in QUARANTINE_GATES:
+        return state.failed
+    return any(d.severity == "error" and d.file not in state.quarantined
+               for d in state.diagnostics)
+
+
+QUARANTINE_GATES = {"resolve_extends", "build_model", "resolve_names"}
+"""Gates that may run with quarantined files set aside (the checking passes)."""
 
 
 def policy_digest(files: dict[str, str], parameters: dict[str, Any]) -> str:
