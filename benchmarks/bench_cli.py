@@ -8,8 +8,9 @@ For every corpus shape and scale, in the same run: the installed ``kvrules class
 included), and two parse-only baselines, also whole processes: read and decode every JSON
 file of the corpus with the standard ``json`` module, and with the fastest decoder installed
 (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
-baseline, and the peak RSS of each process (``wait4``), then the issue-9 targets as
-PASS/FAIL lines. Nothing here is a unit test: timings depend on the machine.
+baseline, CPU seconds (the process and the children it waited for: kvrules' engine worker
+runs beside it, on another core when there is one) and the peak RSS of each process
+(``wait4``), then the issue-9 targets as PASS/FAIL lines. Nothing here is a unit test: timings depend on the machine.
 """
 from __future__ import annotations
 
@@ -53,10 +54,12 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.json")):
 
 @dataclass(frozen=True)
 class Run:
-    """One whole-process run: wall seconds and peak resident memory (MiB)."""
+    """One whole-process run: wall seconds, CPU seconds of the process and the children it
+    waited for (the engine worker included), and the largest peak resident memory (MiB)."""
 
     seconds: float
     rss_mib: float
+    cpu: float = 0.0
 
 
 def run_process(cmd: list[str]) -> Run:
@@ -69,12 +72,13 @@ def run_process(cmd: list[str]) -> Run:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):  # 1: some cell has an evidence error (still a report)
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-2000:]}")
-    return Run(elapsed, usage.ru_maxrss / 1024)
+    return Run(elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
 
 
 def median(runs: list[Run]) -> Run:
     return Run(statistics.median(r.seconds for r in runs),
-               statistics.median(r.rss_mib for r in runs))
+               statistics.median(r.rss_mib for r in runs),
+               statistics.median(r.cpu for r in runs))
 
 
 def kvrules_command() -> list[str]:
@@ -128,8 +132,8 @@ def report(results: dict[tuple[str, int], dict[str, Run]], markdown: bool) -> li
         lines.append("|---|---|" + "---|" * len(names))
     for (shape, cells), runs in results.items():
         base = runs["parse:json"].seconds
-        cols = [f"{r.seconds:.2f} s ({r.seconds / base:.2f}x, {r.rss_mib:.0f} MiB)"
-                for r in runs.values()]
+        cols = [f"{r.seconds:.2f} s ({r.seconds / base:.2f}x, cpu {r.cpu:.2f} s, "
+                f"{r.rss_mib:.0f} MiB)" for r in runs.values()]
         if markdown:
             lines.append(f"| {shape} | {cells} | " + " | ".join(cols) + " |")
         else:
