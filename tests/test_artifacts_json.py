@@ -14,7 +14,7 @@ from kvrules.artifacts.fastpath import results_ok
 from kvrules.artifacts.jsonio import pointer
 from kvrules.artifacts.load import read_json
 from kvrules.artifacts.model import NonFiniteNumber
-from kvrules.artifacts.validate import StrictValidator, validate
+from kvrules.artifacts.validate import strict_validator, validate
 from kvrules.diagnostics import ARTIFACT_INVALID, ARTIFACT_UNREADABLE, Diagnostic, evidence_error
 from kvrules.resources import load_schema
 
@@ -100,7 +100,7 @@ def test_fast_and_precise_validators_agree(where: tuple[Any, ...], value: Any) -
         node = node[key]
     node[where[-1]] = value
     fast = validate(data, "rank.schema.json", "r.json", ARTIFACT_INVALID)
-    precise = list(StrictValidator(load_schema("rank.schema.json")).iter_errors(data))
+    precise = list(strict_validator()(load_schema("rank.schema.json")).iter_errors(data))
     assert (fast is None) == (not precise)
 
 
@@ -134,7 +134,7 @@ def test_results_fast_path_is_sound(edits: list[tuple[tuple[Any, ...], Any]],
     for where in drop:
         _apply(result, where, lambda node, key: node.__delitem__(key))
     data = dict(_BASE, results=[result])
-    errors = list(StrictValidator(load_schema("rank.schema.json")).iter_errors(data))
+    errors = list(strict_validator()(load_schema("rank.schema.json")).iter_errors(data))
     if results_ok([result]):
         assert errors == []
 

@@ -86,6 +86,8 @@ class FakeLibrary:
     def iter_classify(self, paths: list[str], policy: Any = None,
                       **kw: Any) -> Iterator[CellVerdict]:
         self.calls.append(("iter_classify", (paths, kw["plan"], kw["jobs"])))
+        if self.error is not None:
+            raise self.error
         yield from self.report.cells
 
 
@@ -102,7 +104,7 @@ def test_json_is_the_rendered_report_and_exit_is_the_report_code(
     result = runner.invoke(app, ["classify", "a", "b", "--format", "json"])
     assert (result.exit_code, result.stdout, result.stderr) == (
         1, render_json(fake.report), "")
-    assert fake.calls == [("load_policy", (None, None)), ("classify", (["a", "b"], None, 1))]
+    assert fake.calls == [("load_policy", (None, None)), ("iter_classify", (["a", "b"], None, 1))]
 
 
 def test_a_fully_classified_report_exits_0(runner: CliRunner, fake: FakeLibrary) -> None:
@@ -116,7 +118,7 @@ def test_options_reach_the_library(runner: CliRunner, fake: FakeLibrary) -> None
             "--no-dense-synthetic-kv", "-f", "json"]
     assert runner.invoke(app, args).exit_code == 1
     assert fake.calls == [("load_policy", (Path("pol"), {"dense_synthetic_kv": False})),
-                          ("classify", (["cell"], "plan.json", 3))]
+                          ("iter_classify", (["cell"], "plan.json", 3))]
 
 
 def test_jsonl_streams_from_iter_classify(runner: CliRunner, fake: FakeLibrary) -> None:

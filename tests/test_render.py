@@ -217,3 +217,42 @@ def test_no_diagnostics_render_as_nothing() -> None:
 def test_an_unknown_diagnostics_format_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown diagnostics format 'xml'"):
         render_diagnostics([RULE_ERROR], "xml")  # type: ignore[arg-type]
+
+
+# --- orjson where it agrees, streaming where memory matters -------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kvrules.verdicts import render as _render  # noqa: E402
+
+_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70),
+              st.floats(allow_nan=False), st.text(max_size=6),
+              st.sampled_from(["\ud800", "é", "\u2028", "\x00", "\x7f", "\U0001f600"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+    max_leaves=25)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(_values)
+def test_encoding_gives_the_standard_library_bytes(value) -> None:
+    import json
+    assert _render._dumps(value, False) == json.dumps(value, ensure_ascii=False,
+                                                      separators=(",", ":"))
+    assert _render._dumps(value, True) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_streamed_json_and_table_equal_the_whole_report_renderings() -> None:
+    import json
+    from kvrules import api
+    from helpers import EXAMPLES
+    report = api.classify([str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()])
+    whole = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    assert "".join(_render.iter_json(report.policy, iter(report.cells))) == whole
+    assert render_json(report) == whole
+    assert "".join(_render.iter_json(report.policy, iter(()))) == json.dumps(
+        {**report.to_dict(), "cells": [], "summary": _render.summarize([]).to_dict()},
+        indent=2, ensure_ascii=False) + "\n"
+    assert _render.table_of(report.policy, iter(report.cells)) == render_table(report)

@@ -8,19 +8,20 @@ the authority on validity and whose errors carry the exact path we turn into a J
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import fastjsonschema
 from fastjsonschema.draft04 import CodeGeneratorDraft04
 from fastjsonschema.draft2019 import CodeGeneratorDraft2019
 from fastjsonschema.ref_resolver import RefResolver
-from jsonschema import Draft202012Validator, ValidationError, validators
-from jsonschema.exceptions import best_match
 
 from kvrules.artifacts.fastpath import results_ok
 from kvrules.artifacts.jsonio import pointer, render
 from kvrules.diagnostics import Diagnostic, evidence_error
 from kvrules.resources import load_schema
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 
 class _AskSchema(Exception):
@@ -37,18 +38,24 @@ def _is_number(_checker: Any, instance: Any) -> bool:
     return type(instance) is int or type(instance) is float
 
 
-_STRICT_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many(
-    {"integer": _is_integer, "number": _is_number})
-StrictValidator = validators.extend(  # type: ignore[no-untyped-call]  # unannotated in its stubs
-    Draft202012Validator, type_checker=_STRICT_TYPES)
-"""Draft 2020-12 with strict JSON integers (the draft itself accepts ``4.0`` as integer)."""
+@lru_cache(maxsize=1)
+def strict_validator() -> Any:
+    """Draft 2020-12 with strict JSON integers (the draft itself accepts ``4.0`` as integer).
+
+    jsonschema is imported here, on the first file the fast path refuses: a run over valid
+    evidence never loads it."""
+    from jsonschema import Draft202012Validator, validators
+    types = Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number})
+    return validators.extend(  # type: ignore[no-untyped-call]  # unannotated in its stubs
+        Draft202012Validator, type_checker=types)
 
 
 class _StrictCodeGenerator(CodeGeneratorDraft2019):
     """fastjsonschema's 2019 generator with draft-04 ``type`` code: ``integer`` is ``int``.
 
     Since draft 06 fastjsonschema accepts an integral float as an integer; the fast path
-    must not accept what :data:`StrictValidator` refuses.
+    must not accept what :func:`strict_validator` refuses.
     """
 
     generate_type = CodeGeneratorDraft04.generate_type
@@ -118,8 +125,9 @@ def _inline(node: Any, defs: dict[str, Any], depth: int = 0) -> Any:
 def _precise(name: str) -> Any:
     """The reference validator (strict integers), built lazily: only invalid files need it."""
     schema = load_schema(name)
-    Draft202012Validator.check_schema(schema)
-    return StrictValidator(schema)
+    validator = strict_validator()
+    validator.check_schema(schema)
+    return validator(schema)
 
 
 def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | None:
@@ -138,11 +146,12 @@ def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | No
         return evidence_error(code, "the document is nested too deeply to validate", relpath)
     if not errors:
         return None
+    from jsonschema.exceptions import best_match
     error = best_match([e for e in errors if _path_key(e) == _path_key(errors[0])])
     return evidence_error(code, describe(error), relpath, pointer(list(error.absolute_path)))
 
 
-def _path_key(error: ValidationError) -> tuple[tuple[int, int, str], ...]:
+def _path_key(error: "ValidationError") -> tuple[tuple[int, int, str], ...]:
     """Order errors by location (array indices numerically) so "first" is deterministic."""
     return tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p))
                  for p in error.absolute_path)
@@ -156,7 +165,7 @@ def where(parts: list[Any]) -> str:
     return out or "the document"
 
 
-def describe(error: ValidationError) -> str:
+def describe(error: "ValidationError") -> str:
     """A short message naming the field, without dumping large instances."""
     field = where(list(error.absolute_path))
     value, kind, inst = error.validator_value, error.validator, error.instance
@@ -190,7 +199,7 @@ def describe(error: ValidationError) -> str:
     return f"{field}: {error.message[:200]}"
 
 
-def _exact_items(error: ValidationError) -> int | None:
+def _exact_items(error: "ValidationError") -> int | None:
     """When minItems == maxItems the rule is "exactly n"; say so instead of half of it."""
     schema = error.schema if isinstance(error.schema, dict) else {}
     low, high = schema.get("minItems"), schema.get("maxItems")

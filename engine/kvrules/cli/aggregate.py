@@ -8,9 +8,6 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import check_output, usage_errors, write_text
-from kvrules.consumers.aggregate import aggregate_paths
-from kvrules.consumers.render import render_aggregation, render_json
-from kvrules.consumers.rows import write_rows
 
 HELP = (
     "Write the formal rows of ok cells as parquet or CSV (spec 6.2).\n\n"
@@ -29,6 +26,9 @@ def aggregate(campaigns: opt.Campaigns,
               rules: opt.Rules = None, plan: opt.Plan = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
               fmt: opt.FormatOption = opt.Format.table) -> None:
+    from kvrules.consumers.aggregate import aggregate_paths
+    from kvrules.consumers.render import render_aggregation, render_json
+    from kvrules.consumers.rows import write_rows
     with usage_errors():
         check_output(output)
         result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),

@@ -7,15 +7,14 @@ import signal
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Iterator
 
 import typer
 
-from kvrules import api
-from kvrules.cli.common import (CellProgress, check_output, usage_errors, write_lines,
-                                write_text)
-from kvrules.verdicts.model import CellVerdict, PolicyIdentity, Report
-from kvrules.verdicts.render import TABLE_WIDTH, iter_jsonl, render_json, render_table
+from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
+
+if TYPE_CHECKING:  # the library is imported when the command runs, not for --help
+    from kvrules.verdicts.model import CellVerdict, PolicyIdentity
 
 
 class Format(str, Enum):
@@ -66,7 +65,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated()
 
 
-def _policy_identity(policy: Any) -> PolicyIdentity:
+def _policy_identity(policy: Any) -> "PolicyIdentity":
+    from kvrules.verdicts.model import PolicyIdentity
     identity = getattr(policy, "identity", None)
     if not isinstance(identity, PolicyIdentity):
         raise TypeError(f"load_policy() returned {type(policy).__name__} without a "
@@ -74,24 +74,20 @@ def _policy_identity(policy: Any) -> PolicyIdentity:
     return identity
 
 
-def _render(report: Report, fmt: Format, output: Path | None) -> str:
+def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
+           output: Path | None) -> Iterable[str]:
+    """The report in the chosen format, produced as the cells arrive (jsonl and json are
+    written cell by cell; the table keeps one short row per cell until the end)."""
+    from kvrules.verdicts.render import TABLE_WIDTH, iter_json, iter_jsonl, table_of
+    identity = _policy_identity(policy)
+    if fmt is Format.jsonl:
+        return iter_jsonl(identity, cells)
     if fmt is Format.json:
-        return render_json(report)
+        return iter_json(identity, cells)
     if output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
-        return render_table(report, width=width, color=not os.environ.get("NO_COLOR"))
-    return render_table(report)
-
-
-def _stream_jsonl(paths: list[str], policy: Any, plan: str | None, jobs: int,
-                  output: Path | None) -> int:
-    """Write the jsonl records as the cells arrive; the exit code once all are written."""
-    shared_tty = output is None and sys.stdout.isatty()
-    with CellProgress(enabled=not shared_tty) as progress:
-        cells = _ExitTap(api.iter_classify(paths, policy, plan=plan, jobs=jobs,
-                                           progress=progress))
-        write_lines(iter_jsonl(_policy_identity(policy), cells), output)
-    return cells.exit_code
+        return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"))]
+    return [table_of(identity, cells)]
 
 
 def classify(
@@ -137,17 +133,18 @@ def classify(
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
               output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
               max_errors: int) -> None:
+    from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
         check_output(output)
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
-        if fmt is Format.jsonl:
-            raise typer.Exit(_stream_jsonl(paths, policy, plan_arg, jobs, output))
-        with CellProgress() as progress:
-            report = api.classify(paths, policy, plan=plan_arg, jobs=jobs, progress=progress)
-        write_text(_render(report, fmt, output), output)
-    raise typer.Exit(report.exit_code)
+        shared_tty = fmt is not Format.table and output is None and sys.stdout.isatty()
+        with CellProgress(enabled=not shared_tty) as progress:
+            cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
+                                               progress=progress))
+            write_lines(_lines(fmt, policy, cells, output), output)
+    raise typer.Exit(cells.exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,15 +13,14 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO, cast
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO, cast
 
 import typer
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 
 from kvrules.diagnostics import KvrulesUsageError
-from kvrules.verdicts.render import render_diagnostics
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 USAGE_EXIT = 2
 """Exit status of a usage error: bad path, invalid rule files, bad options (like click)."""
@@ -43,6 +42,7 @@ def usage_errors(max_errors: int = 0) -> Iterator[None]:
     try:
         yield
     except KvrulesUsageError as exc:
+        from kvrules.verdicts.render import render_diagnostics
         raise fail(exc.message, render_diagnostics(exc.diagnostics, "text",
                                                    limit=max_errors)) from None
 
@@ -146,12 +146,15 @@ class CellProgress:
         self._enabled = enabled and self._stream.isatty()
         self._min_cells = min_cells
         self._bar: Progress | None = None
-        self._task: TaskID | None = None
+        self._task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if not self._enabled or total < self._min_cells:
             return
         if self._bar is None:
+            from rich.console import Console  # only when a bar is drawn
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
             self._bar = Progress(TextColumn("classifying"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TimeRemainingColumn(),
                                  console=Console(file=self._stream), transient=True,

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Sequence
+from typing import TYPE_CHECKING, Annotated, Sequence
 
 import typer
 
-from kvrules import api
 from kvrules.diagnostics import KvrulesUsageError
+
+if TYPE_CHECKING:  # the commands import the library only when they run
+    from kvrules import api
 
 
 class Format(str, Enum):
@@ -43,12 +45,14 @@ FormatOption = Annotated[Format, typer.Option(
 
 def policy(rules: Path | None, no_dense_synthetic_kv: bool) -> api.Policy:
     """The policy of ``--rules`` (default: shipped) with ``--no-dense-synthetic-kv`` applied."""
+    from kvrules import api
     parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
     return api.load_policy(rules, parameters=parameters)
 
 
 def known_policies(rules: Sequence[Path] | None) -> list[api.Policy]:
     """The policies of every ``--rules DIR`` (their versions become known)."""
+    from kvrules import api
     return [api.load_policy(r) for r in rules or ()]
 
 

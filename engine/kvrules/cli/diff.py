@@ -7,9 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvrules import api
-from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
-                                    render_diff_json, render_diff_text)
 from kvrules.cli.common import check_output, usage_errors, write_text
 
 
@@ -61,6 +58,9 @@ def diff(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
                                       help="Cells classified in parallel.")] = 1,
 ) -> None:
+    from kvrules import api
+    from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
+                                        render_diff_json, render_diff_text)
     with usage_errors():
         old = api.load_policy(base, parse_params(base_param) or None)
         new = api.load_policy(head, parse_params(head_param) or None)

@@ -8,10 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvrules.authoring.explain import explain as explain_cell_or_point
-from kvrules.authoring.explain_report import render_explanation_json, render_explanation_text
 from kvrules.cli.common import usage_errors, write_text
-from kvrules.pipeline import compile_policy
 
 
 class Format(str, Enum):
@@ -55,6 +52,9 @@ def explain(
                                         help="text for people, json for tools.")]
     = Format.text,
 ) -> None:
+    from kvrules.authoring.explain import explain as explain_cell_or_point
+    from kvrules.authoring.explain_report import render_explanation_json, render_explanation_text
+    from kvrules.pipeline import compile_policy
     with usage_errors():
         params = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = compile_policy(str(rules) if rules else None, params)

@@ -8,8 +8,6 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import usage_errors, write_text
-from kvrules.consumers.publish import publish_file
-from kvrules.consumers.render import render_json, render_publication
 
 HELP = (
     "Merge formal rows into a published table under a file lock (spec 6.3).\n\n"
@@ -27,6 +25,8 @@ def publish(rows: Annotated[Path, typer.Argument(metavar="ROWS", show_default=Fa
             root: Annotated[Path, typer.Option("--root", metavar="DIR", show_default=False,
                                                help="The publication root.")],
             rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table) -> None:
+    from kvrules.consumers.publish import publish_file
+    from kvrules.consumers.render import render_json, render_publication
     with usage_errors():
         result = publish_file(rows, root, opt.known_policies(rules))
         write_text(render_json(result) if fmt is opt.Format.json

@@ -8,8 +8,6 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import check_output, usage_errors, write_text
-from kvrules.consumers.readiness import readiness as assess
-from kvrules.consumers.render import render_json, render_readiness
 
 HELP = (
     "Say per cell whether a campaign is ready for full collection (spec 6.1).\n\n"
@@ -28,6 +26,8 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
                   "--output", "-o", metavar="FILE", help="Write the report to FILE "
                   "(atomically; not inside a campaign).", show_default=False)] = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1) -> None:
+    from kvrules.consumers.readiness import readiness as assess
+    from kvrules.consumers.render import render_json, render_readiness
     with usage_errors():
         check_output(output)
         opt.check_outside(campaigns, output)

@@ -8,7 +8,6 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import check_output, usage_errors, write_text
-from kvrules.consumers.report import plotly_js, render_page, report_document
 from kvrules.diagnostics import KvrulesUsageError
 
 HELP = (
@@ -31,6 +30,7 @@ def report(campaigns: opt.Campaigns,
                "not inside a campaign).", show_default=False)],
            rules: opt.Rules = None, plan: opt.Plan = None,
            no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1) -> None:
+    from kvrules.consumers.report import plotly_js, render_page, report_document
     with usage_errors():
         check_output(output)
         if output.suffix.lower() not in (".html", ".htm"):

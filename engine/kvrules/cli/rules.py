@@ -7,11 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvrules.authoring.check import check_policy
 from kvrules.authoring.lint import CHECKS
-from kvrules.authoring.render import render_check_json, render_check_text
-from kvrules.authoring.testing import run_policy_tests
-from kvrules.authoring.testing_report import render_test_json, render_test_pretty
 from kvrules.cli.common import usage_errors, write_text
 
 app = typer.Typer(name="rules", no_args_is_help=True, add_completion=False,
@@ -64,6 +60,8 @@ def check(
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N findings (0: all).")] = 0,
 ) -> None:
+    from kvrules.authoring.check import check_policy
+    from kvrules.authoring.render import render_check_json, render_check_text
     with usage_errors():
         result = check_policy(str(directory) if directory else None, disable)
         text = render_check_json(result) if fmt is Format.json \
@@ -109,6 +107,8 @@ def test(
         "--verbose", "-v", help="Also list passing cases and partly covered conditions.")]
     = False,
 ) -> None:
+    from kvrules.authoring.testing import run_policy_tests
+    from kvrules.authoring.testing_report import render_test_json, render_test_pretty
     with usage_errors():
         run = run_policy_tests(str(directory) if directory else None,
                                str(tests) if tests else None)

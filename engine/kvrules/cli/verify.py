@@ -8,8 +8,6 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import usage_errors, write_text
-from kvrules.consumers.render import render_json, render_verification
-from kvrules.consumers.verify import verify as check
 
 HELP = (
     "Verify the commit records of published tables (spec 6.3).\n\n"
@@ -24,6 +22,8 @@ EPILOG = "Example:\n\nkvrules verify published"
 def verify(root: Annotated[Path, typer.Argument(metavar="DIR", show_default=False,
                                                 help="A publication root or table folder.")],
            rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table) -> None:
+    from kvrules.consumers.render import render_json, render_verification
+    from kvrules.consumers.verify import verify as check
     with usage_errors():
         result = check(root, opt.known_policies(rules))
         write_text(render_json(result) if fmt is opt.Format.json

@@ -13,17 +13,18 @@ Every output is byte-deterministic for the same input.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from io import StringIO
-from typing import Any, Iterable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+import orjson
 
 from kvrules.diagnostics import Diagnostic, sort_diagnostics
 from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PolicyIdentity, Report,
                                     Summary, summarize)
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 DiagnosticFormat = Literal["text", "json", "github"]
 DIAGNOSTIC_FORMATS: tuple[DiagnosticFormat, ...] = ("text", "json", "github")
@@ -34,13 +35,67 @@ TABLE_WIDTH = 120
 
 # --- JSON and JSON Lines -------------------------------------------------------------------
 
+def _plain(value: Any) -> bool:
+    """True when orjson writes ``value`` exactly as ``json.dumps`` does: no floats (their
+    exponent spelling differs) and no ints beyond 64 bits; strings, other ints, booleans,
+    None, lists and str-keyed dicts only. Anything else takes the standard encoder."""
+    cls = value.__class__
+    if cls is str or cls is bool or value is None:
+        return True
+    if cls is int:
+        return bool(-(1 << 63) <= value < (1 << 64))
+    if cls is dict:
+        return all(k.__class__ is str and _plain(v) for k, v in value.items())
+    if cls is list:
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _dumps(value: Any, indent: bool) -> str:
+    """``json.dumps(value, ensure_ascii=False)`` (compact or ``indent=2``), the same bytes,
+    through orjson where it provably agrees (:func:`_plain`; it also refuses lone
+    surrogates, which then take the standard encoder)."""
+    if _plain(value):
+        try:
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            pass
+    if indent:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def render_json(report: Report) -> str:
     """The whole report as one JSON document (spec section 5), ending in a newline."""
-    return json.dumps(report.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    return "".join(iter_json(report.policy, report.cells, report.kvrules_version))
+
+
+def _nested(text: str, depth: int) -> str:
+    """``text`` (a value dumped with indent=2) as it reads ``depth`` levels down."""
+    return text.replace("\n", "\n" + "  " * depth)
+
+
+def iter_json(policy: PolicyIdentity, cells: Iterable[CellVerdict],
+              kvrules_version: str = KVRULES_VERSION) -> Iterator[str]:
+    """The ``--format json`` document in pieces, one cell in memory at a time.
+
+    The bytes are exactly ``json.dumps(report.to_dict(), indent=2, ensure_ascii=False)`` and
+    a newline: the summary comes last, so running totals are all it needs.
+    """
+    yield (f'{{\n  "kvrules_version": {_dumps(kvrules_version, True)},\n'
+           f'  "policy": {_nested(_dumps(policy.to_dict(), True), 1)},\n  "cells": [')
+    total = summarize([])
+    first = True
+    for cell in cells:
+        yield ("\n    " if first else ",\n    ") + _nested(_dumps(cell.to_dict(), True), 2)
+        first = False
+        total = _add_summaries(total, summarize([cell]))
+    yield ("]" if first else "\n  ]") + \
+        f',\n  "summary": {_nested(_dumps(total.to_dict(), True), 1)}\n}}\n'
 
 
 def _jsonl_line(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return _dumps(record, False) + "\n"
 
 
 def _add_summaries(a: Summary, b: Summary) -> Summary:
@@ -74,14 +129,31 @@ def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
 
 # --- the human table -----------------------------------------------------------------------
 
-def _qualification_names(report: Report) -> list[str]:
-    return sorted({name for cell in report.cells for name in cell.qualifications})
+@dataclass(frozen=True)
+class TableRow:
+    """What the table shows of one cell: a few strings, not its points (a long run holds
+    one of these per cell, never the verdicts themselves)."""
+
+    campaign: str
+    cell_id: str
+    workload: str
+    status: str
+    points: str
+    outcome: str
+    qualifications: dict[str, str]
+    errors: tuple[Diagnostic, ...]
+
+
+def table_row(cell: CellVerdict) -> TableRow:
+    """The table's view of ``cell``."""
+    return TableRow(cell.campaign, cell.cell_id, cell.workload_kind or "-", cell.status,
+                    f"{cell.points_eligible}/{len(cell.points)} eligible", _outcome(cell),
+                    {name: _qualification_cell(cell, name) for name in cell.qualifications},
+                    tuple(sort_diagnostics(cell.errors)))
 
 
 def _qualification_cell(cell: CellVerdict, name: str) -> str:
-    q = cell.qualifications.get(name)
-    if q is None:
-        return "-"
+    q = cell.qualifications[name]
     if q.eligible:
         return "eligible"
     failed = ", ".join(f.id for f in q.failed)
@@ -95,7 +167,10 @@ def _outcome(cell: CellVerdict) -> str:
     return "\n".join(f"{regime} {n}" for regime, n in cell.counts.items()) or "-"
 
 
-def _campaign_table(cells: list[CellVerdict], names: list[str]) -> Table:
+def _campaign_table(rows: list[TableRow], names: list[str]) -> "Table":
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
                   highlight=False)
     table.add_column("cell", overflow="fold", min_width=8)
@@ -105,29 +180,27 @@ def _campaign_table(cells: list[CellVerdict], names: list[str]) -> Table:
     table.add_column("regimes / errors", overflow="fold", min_width=13)
     for name in names:
         table.add_column(name.replace("_", " "), overflow="fold", min_width=8)
-    for cell in cells:
-        status = Text(cell.status, style="red" if cell.status == "error" else "green")
-        points = f"{cell.points_eligible}/{len(cell.points)} eligible"
-        table.add_row(Text(cell.cell_id), Text(cell.workload_kind or "-"), status, Text(points),
-                      Text(_outcome(cell)), *(Text(_qualification_cell(cell, n)) for n in names))
+    for row in rows:
+        status = Text(row.status, style="red" if row.status == "error" else "green")
+        table.add_row(Text(row.cell_id), Text(row.workload), status, Text(row.points),
+                      Text(row.outcome),
+                      *(Text(row.qualifications.get(n, "-")) for n in names))
     return table
 
 
-def _by_campaign(cells: Iterable[CellVerdict]) -> list[tuple[str, list[CellVerdict]]]:
-    """Consecutive cells of one campaign, in report order."""
-    groups: list[tuple[str, list[CellVerdict]]] = []
-    for cell in cells:
-        if not groups or groups[-1][0] != cell.campaign:
-            groups.append((cell.campaign, []))
-        groups[-1][1].append(cell)
+def _by_campaign(rows: Iterable[TableRow]) -> list[tuple[str, list[TableRow]]]:
+    """Consecutive rows of one campaign, in report order."""
+    groups: list[tuple[str, list[TableRow]]] = []
+    for row in rows:
+        if not groups or groups[-1][0] != row.campaign:
+            groups.append((row.campaign, []))
+        groups[-1][1].append(row)
     return groups
 
 
-def _error_lines(report: Report) -> list[str]:
-    lines = []
-    for cell in report.cells:
-        for diag in sort_diagnostics(cell.errors):
-            lines.append(f"  {cell.cell_id}: {_text_line(diag, prefix=cell.campaign)}")
+def _error_lines(rows: list[TableRow]) -> list[str]:
+    lines = [f"  {row.cell_id}: {_text_line(diag, prefix=row.campaign)}"
+             for row in rows for diag in row.errors]
     return ["errors:", *lines] if lines else []
 
 
@@ -151,17 +224,36 @@ def render_table(report: Report, width: int = TABLE_WIDTH, color: bool = False) 
     Rendered with rich into a string; ``color`` adds ANSI styles (only for a terminal).
     Without color the output is plain text and byte-deterministic for a given ``width``.
     """
+    return render_table_rows(report.policy, [table_row(c) for c in report.cells],
+                             report.summary, width, color)
+
+
+def table_of(policy: PolicyIdentity, cells: Iterable[CellVerdict], width: int = TABLE_WIDTH,
+             color: bool = False) -> str:
+    """:func:`render_table` of a stream of cells, keeping only their rows (flat memory)."""
+    rows: list[TableRow] = []
+    total = summarize([])
+    for cell in cells:
+        rows.append(table_row(cell))
+        total = _add_summaries(total, summarize([cell]))
+    return render_table_rows(policy, rows, total, width, color)
+
+
+def render_table_rows(policy: PolicyIdentity, rows: list[TableRow], summary: Summary,
+                      width: int = TABLE_WIDTH, color: bool = False) -> str:
+    """The table of :func:`render_table` from the cells' rows and the run's summary."""
+    from rich.console import Console
+    from rich.text import Text
     out = StringIO()
     console = Console(file=out, width=width, force_terminal=color, no_color=not color,
                       color_system="standard" if color else None, highlight=False,
                       emoji=False, markup=False, legacy_windows=False)
-    names = _qualification_names(report)
-    for campaign, cells in _by_campaign(report.cells):
+    names = sorted({name for row in rows for name in row.qualifications})
+    for campaign, group in _by_campaign(rows):
         console.print(Text(campaign, style="bold"), soft_wrap=True)
-        console.print(_campaign_table(cells, names))
+        console.print(_campaign_table(group, names))
         console.print()
-    for line in [*_error_lines(report), _summary_line(report.summary),
-                 _policy_line(report.policy)]:
+    for line in [*_error_lines(rows), _summary_line(summary), _policy_line(policy)]:
         console.print(Text(line), soft_wrap=True)
     return "\n".join(line.rstrip() for line in out.getvalue().splitlines()) + "\n"
 

@@ -1,0 +1,55 @@
+"""Start-up cost: a command imports only what it uses (issue 9).
+
+``--help`` and ``--version`` import neither durable-rules nor pyarrow nor jsonschema;
+``classify`` of valid evidence imports no pyarrow and no jsonschema, and durable-rules only in
+its engine worker. Checked in a fresh interpreter, as a user's process starts.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dense-legacy-stamp-format"
+HEAVY = ("durable", "durable_rules_engine", "pyarrow", "jsonschema", "numpy")
+PROBE = """
+import json, sys
+from kvrules.cli.app import main
+try:
+    sys.argv = ["kvrules", *json.loads(sys.argv[1])]
+    main()
+except SystemExit:
+    pass
+finally:
+    loaded = sorted({m.split(".")[0] for m in sys.modules})
+    sys.__stderr__.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+"""
+
+
+def loaded_by(args: list[str], tmp_path: Path) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    marker = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
+    assert marker, done.stderr[-2000:]
+    return set(json.loads(marker[-1][len("LOADED "):]))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["classify", "--help"],
+                                  ["rules", "--help"]])
+def test_help_and_version_import_no_engine_arrow_or_schema_library(
+        args: list[str], tmp_path: Path) -> None:
+    assert loaded_by(args, tmp_path) & set(HEAVY) == set()
+
+
+def test_classify_of_valid_evidence_imports_no_arrow_and_no_schema_library(
+        tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    args = ["classify", str(EXAMPLE), "--format", "json", "--output", str(out)]
+    first = loaded_by(args, tmp_path)  # may compile the policy: jsonschema checks rule files
+    assert first & {"pyarrow", "numpy", "durable", "durable_rules_engine"} == set()
+    again = loaded_by(args, tmp_path)  # the compiled policy comes from the cache
+    assert json.loads(out.read_text(encoding="utf-8"))["summary"]["cells"] == 1
+    assert again & set(HEAVY) == set()  # durable-rules runs in the worker process only
