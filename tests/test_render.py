@@ -256,3 +256,13 @@ def test_streamed_json_and_table_equal_the_whole_report_renderings() -> None:
         {**report.to_dict(), "cells": [], "summary": _render.summarize([]).to_dict()},
         indent=2, ensure_ascii=False) + "\n"
     assert _render.table_of(report.policy, iter(report.cells)) == render_table(report)
+
+
+@pytest.mark.parametrize("value", [1e-05, 0.0001, 1e16, 1e15, -0.0, float("inf"), float("-inf"),
+                                   {"a": [1.5e-07, None]}, 2 ** 64, -(2 ** 63) - 1, "\ud800",
+                                   {"v": "0.11.3"}, [None]])
+def test_values_where_orjson_differs_take_the_standard_encoder(value) -> None:
+    import json
+    assert _render._dumps(value, False) == json.dumps(value, ensure_ascii=False,
+                                                      separators=(",", ":"))
+    assert _render._dumps(value, True) == json.dumps(value, indent=2, ensure_ascii=False)

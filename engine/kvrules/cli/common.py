@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 USAGE_EXIT = 2
 """Exit status of a usage error: bad path, invalid rule files, bad options (like click)."""
 
+WRITE_BATCH = 512
+"""Lines joined into one write by :func:`write_lines`."""
+
 PROGRESS_MIN_CELLS = 20
 """Show a progress bar only for runs of at least this many cells."""
 
@@ -129,8 +132,13 @@ def write_text(text: str, output: Path | None) -> None:
 def write_lines(lines: Iterable[str], output: Path | None) -> None:
     """Stream ``lines`` to stdout or, atomically, to ``output`` (constant memory)."""
     with _output(output) as out:
-        for line in lines:
-            out.write(line)
+        batch: list[str] = []
+        for line in lines:  # one write per batch: a text write costs ~6 us, a record ~2 us
+            batch.append(line)
+            if len(batch) >= WRITE_BATCH:
+                out.write("".join(batch))
+                batch.clear()
+        out.write("".join(batch))
 
 
 class CellProgress:

@@ -35,31 +35,26 @@ TABLE_WIDTH = 120
 
 # --- JSON and JSON Lines -------------------------------------------------------------------
 
-def _plain(value: Any) -> bool:
-    """True when orjson writes ``value`` exactly as ``json.dumps`` does: no floats (their
-    exponent spelling differs) and no ints beyond 64 bits; strings, other ints, booleans,
-    None, lists and str-keyed dicts only. Anything else takes the standard encoder."""
-    cls = value.__class__
-    if cls is str or cls is bool or value is None:
-        return True
-    if cls is int:
-        return bool(-(1 << 63) <= value < (1 << 64))
-    if cls is dict:
-        return all(k.__class__ is str and _plain(v) for k, v in value.items())
-    if cls is list:
-        return all(_plain(v) for v in value)
-    return False
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
 def _dumps(value: Any, indent: bool) -> str:
     """``json.dumps(value, ensure_ascii=False)`` (compact or ``indent=2``), the same bytes,
-    through orjson where it provably agrees (:func:`_plain`; it also refuses lone
-    surrogates, which then take the standard encoder)."""
-    if _plain(value):
-        try:
-            return orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            pass
+    through orjson where it provably agrees.
+
+    orjson refuses what the stdlib writes differently (ints beyond 64 bits, lone surrogates,
+    non-str keys). Floats it writes in other notations (``0.00001`` for ``1e-05``) and
+    infinities as ``null``: with every digit read as ``0`` a float shows as ``0.`` or
+    ``0e``, so output holding either, or ``null``, takes the stdlib encoder (strings
+    holding them, and real nulls, are rare in reports and only cost that)."""
+    try:
+        out = orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
+    except (TypeError, orjson.JSONEncodeError):
+        out = b""
+    if out:
+        masked = out.translate(_DIGITS)
+        if b"0." not in masked and b"0e" not in masked and b"null" not in out:
+            return out.decode()
     if indent:
         return json.dumps(value, indent=2, ensure_ascii=False)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
