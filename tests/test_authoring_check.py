@@ -217,7 +217,7 @@ def test_cli_json_output(runner: CliRunner) -> None:
 def test_cli_unusable_input_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", str(tmp_path / "missing")])
     assert result.exit_code == 2
-    assert "policy directory not found" in result.stderr
+    assert "no such file or folder" in result.stderr
 
 
 def test_check_result_counts() -> None:
@@ -314,3 +314,31 @@ def test_a_broken_header_file_stops_at_its_own_errors(tmp_path: Path) -> None:
     (folder / "policy.yaml").write_text("policy: [\n", encoding="utf-8")
     codes_found = {d.code for d in check_policy(str(folder)).diagnostics}
     assert codes_found == {codes.RULE_YAML_ERROR}
+
+
+def test_cli_checks_the_local_rules_folder_and_files_of_a_policy(
+        runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No path inside a checkout checks ./rules (a typo there is found, never the installed
+    copy); files, as pre-commit passes them, check the policy they belong to, once."""
+    folder = _shipped_copy(tmp_path)
+    folder.rename(tmp_path / "rules")
+    _edit(tmp_path / "rules" / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+          "{not: {gruops: {is: array}}}")
+    monkeypatch.chdir(tmp_path)
+    for args in (["check"], ["check", "rules/cache_kinds.yaml", "rules/dense.yaml"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output
+        assert result.stdout.count("rules: 9 files") == 1
+        assert "rules/cache_kinds.yaml:7:38: rule_unknown_field_error" in result.stdout
+
+
+def test_cli_sarif_and_github_formats(runner: CliRunner, tmp_path: Path) -> None:
+    folder = _shipped_copy(tmp_path)
+    _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+          "{not: {gruops: {is: array}}}")
+    sarif = runner.invoke(app, ["check", str(folder), "--format", "sarif"])
+    assert sarif.exit_code == 1
+    assert json.loads(sarif.stdout)["runs"][0]["results"][0]["ruleId"] == \
+        "rule_unknown_field_error"
+    github = runner.invoke(app, ["check", str(folder), "--format", "github"])
+    assert github.stdout.startswith("::error file=")

@@ -71,19 +71,26 @@ def _sarif_result(d: Diagnostic) -> dict[str, Any]:
 
 def render_check_sarif(result: CheckResult) -> str:
     """A SARIF 2.1.0 log with one run: the finding codes as rules, the findings as results."""
+    return render_check_sarif_runs([result])
+
+
+def render_check_sarif_runs(results: list[CheckResult]) -> str:
+    """A SARIF 2.1.0 log with one run per checked policy."""
+    log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [_sarif_run(r) for r in results]}
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _sarif_run(result: CheckResult) -> dict[str, Any]:
     diags = sort_diagnostics(result.diagnostics)
     rule_ids = sorted({d.code for d in diags})
-    log = {
-        "$schema": SARIF_SCHEMA, "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "kvrules", "version": KVRULES_VERSION,
-                "rules": [{"id": rid, "shortDescription": {"text": _describe(rid)}}
-                          for rid in rule_ids]}},
-            "results": [_sarif_result(d) for d in diags],
-            "properties": {"policy": result.source, "files": list(result.files),
-                           "rules": result.rules}}]}
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+    return {
+        "tool": {"driver": {
+            "name": "kvrules", "version": KVRULES_VERSION,
+            "rules": [{"id": rid, "shortDescription": {"text": _describe(rid)}}
+                      for rid in rule_ids]}},
+        "results": [_sarif_result(d) for d in diags],
+        "properties": {"policy": result.source, "files": list(result.files),
+                       "rules": result.rules}}
 
 
 def _case_text(r: CaseResult) -> str:

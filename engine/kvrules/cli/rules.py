@@ -9,6 +9,7 @@ import typer
 
 from kvrules.authoring.lint import CHECKS
 from kvrules.cli.common import usage_errors, write_text
+from kvrules.diagnostics import KvrulesUsageError
 
 app = typer.Typer(name="rules", no_args_is_help=True, add_completion=False,
                   help="Check and test policy rule files.")
@@ -22,13 +23,18 @@ def _rules() -> None:
 class Format(str, Enum):
     text = "text"
     json = "json"
+    github = "github"
+    sarif = "sarif"
 
 
-DirArg = Annotated[Optional[Path], typer.Argument(
-    metavar="[DIR]", help="Policy directory (default: the shipped policy).",
+PathsArg = Annotated[Optional[list[str]], typer.Argument(
+    metavar="[PATH]...", help="Policy folders, or rule and case files (each checks the "
+    "policy it belongs to). Default: ./rules when it holds a policy, else the shipped one.",
     show_default=False)]
-FormatOpt = Annotated[Format, typer.Option("--format", "-f", case_sensitive=False,
-                                           help="text for people, json for tools.")]
+FormatOpt = Annotated[Format, typer.Option(
+    "--format", "-f", case_sensitive=False,
+    help="text for people, json for tools, github for workflow annotations, sarif for "
+    "code scanning and editors.")]
 
 CHECK_HELP = (
     "Validate a policy against the rule schema and analyse it: unknown facts, fields and "
@@ -52,7 +58,7 @@ CHECK_EPILOG = (
 
 @app.command("check", help=CHECK_HELP, epilog=CHECK_EPILOG)
 def check(
-    directory: DirArg = None,
+    paths: PathsArg = None,
     fmt: FormatOpt = Format.text,
     disable: Annotated[list[str], typer.Option(
         "--disable", metavar="ID", help="Skip a lint check (repeatable).",
@@ -61,18 +67,28 @@ def check(
         "--max-errors", min=0, metavar="N", help="Show at most N findings (0: all).")] = 0,
 ) -> None:
     from kvrules.authoring.check import check_policy
+    from kvrules.authoring.ci_formats import render_check_github, render_check_sarif_runs
+    from kvrules.authoring.locate import policy_folders
     from kvrules.authoring.render import render_check_json, render_check_text
     with usage_errors():
-        result = check_policy(str(directory) if directory else None, disable)
-        text = render_check_json(result) if fmt is Format.json \
-            else render_check_text(result, max_errors or None)
+        results = [check_policy(folder, disable) for folder in policy_folders(paths or [])]
+        if fmt is Format.sarif:
+            text = render_check_sarif_runs(results)
+        elif fmt is Format.json:
+            text = "".join(render_check_json(r) for r in results)
+        elif fmt is Format.github:
+            text = "".join(render_check_github(r) for r in results)
+        else:
+            text = "".join(render_check_text(r, max_errors or None) for r in results)
         write_text(text, None)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(max(r.exit_code for r in results))
 
 
 class TestFormat(str, Enum):
     pretty = "pretty"
     json = "json"
+    github = "github"
+    junit = "junit"
 
 
 TEST_HELP = (
@@ -90,13 +106,14 @@ TEST_EPILOG = (
 
 @app.command("test", help=TEST_HELP, epilog=TEST_EPILOG)
 def test(
-    directory: DirArg = None,
+    paths: PathsArg = None,
     tests: Annotated[Optional[Path], typer.Option(
         "--tests", metavar="PATH", help="Test file or folder (default: DIR/tests/).",
         show_default=False)] = None,
-    fmt: Annotated[TestFormat, typer.Option("--format", "-f", case_sensitive=False,
-                                            help="pretty for people, json for tools.")]
-    = TestFormat.pretty,
+    fmt: Annotated[TestFormat, typer.Option(
+        "--format", "-f", case_sensitive=False,
+        help="pretty for people, json for tools, github for workflow annotations, junit "
+        "for CI test reports.")] = TestFormat.pretty,
     min_coverage: Annotated[float, typer.Option(
         "--min-coverage", min=0, max=100, metavar="N",
         help="Fail when rule coverage is below N percent.")] = 0,
@@ -107,13 +124,20 @@ def test(
         "--verbose", "-v", help="Also list passing cases and partly covered conditions.")]
     = False,
 ) -> None:
+    from kvrules.authoring.ci_formats import render_test_github, render_test_junit
+    from kvrules.authoring.locate import policy_folders
     from kvrules.authoring.testing import run_policy_tests
     from kvrules.authoring.testing_report import render_test_json, render_test_pretty
+    limits = (min_coverage, min_condition_coverage)
     with usage_errors():
-        run = run_policy_tests(str(directory) if directory else None,
-                               str(tests) if tests else None)
-        text = render_test_json(run, min_coverage, min_condition_coverage) \
-            if fmt is TestFormat.json \
-            else render_test_pretty(run, min_coverage, min_condition_coverage, verbose)
+        folders = policy_folders(paths or [])
+        if tests is not None and len(folders) > 1:
+            raise KvrulesUsageError("--tests takes one policy; "
+                                    f"these paths name {len(folders)}")
+        runs = [run_policy_tests(folder, str(tests) if tests else None) for folder in folders]
+        render = {TestFormat.json: render_test_json, TestFormat.github: render_test_github,
+                  TestFormat.junit: render_test_junit}.get(fmt)
+        text = "".join(render(run, *limits) if render else
+                       render_test_pretty(run, *limits, verbose) for run in runs)
         write_text(text, None)
-    raise typer.Exit(run.exit_code(min_coverage, min_condition_coverage))
+    raise typer.Exit(max(run.exit_code(*limits) for run in runs))
