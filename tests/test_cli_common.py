@@ -26,3 +26,31 @@ def test_no_bar_for_a_short_run_a_pipe_or_when_disabled() -> None:
     assert run(FakeTerminal(), PROGRESS_MIN_CELLS - 1) == ""
     assert run(io.StringIO(), 100) == ""
     assert run(FakeTerminal(), 100, enabled=False) == ""
+
+
+def test_output_dash_is_stdout_and_creates_no_file(tmp_path) -> None:
+    import subprocess
+    import sys
+    from helpers import EXAMPLES
+    done = subprocess.run([sys.executable, "-m", "kvrules", "classify",
+                           str(EXAMPLES / "dense-legacy-stamp-format"), "-f", "json", "-o", "-"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and '"kvrules_version"' in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
+    """``kvrules classify ... | head -1``: no traceback, and not exit 1 (an evidence error)."""
+    import subprocess
+    import sys
+    from helpers import EXAMPLES
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify",
+                             *[str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()] * 40,
+                             "-f", "jsonl"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away while kvrules is still writing
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err

@@ -90,9 +90,16 @@ def _atomic_file(path: Path) -> tuple[TextIO, Path]:
                                     newline="\n")), Path(tmp)
 
 
+STDOUT = Path("-")
+"""``--output -``: standard output, as most tools spell it."""
+
+PIPE_CLOSED_EXIT = 128 + 13
+"""Exit status when the reader of stdout went away (SIGPIPE's, as a shell reports it)."""
+
+
 def check_output(output: Path | None) -> None:
     """Fail early (usage error) when ``output`` cannot be a file: checked before any work."""
-    if output is None:
+    if output is None or output == STDOUT:
         return
     if output.is_dir():
         raise KvrulesUsageError(f"cannot write {output}: it is a directory")
@@ -102,11 +109,18 @@ def check_output(output: Path | None) -> None:
 
 @contextmanager
 def _output(output: Path | None) -> Iterator[TextIO]:
-    """stdout, or ``output`` written atomically: a temporary file renamed on success only."""
-    if output is None:
+    """stdout (``output`` None or ``-``), or ``output`` written atomically: a temporary file
+    renamed on success only. A closed stdout (``| head``) ends the command quietly with
+    :data:`PIPE_CLOSED_EXIT`, never a traceback nor the exit status of an evidence error."""
+    if output is None or output == STDOUT:
         stream = _escaping_stdout()
-        yield stream
-        stream.flush()
+        try:
+            yield stream
+            stream.flush()
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)  # Python flushes stdout at exit
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(PIPE_CLOSED_EXIT) from None
         return
     check_output(output)
     try:
