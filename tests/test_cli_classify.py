@@ -52,7 +52,7 @@ def test_help_lists_classify_and_its_worked_example(runner: CliRunner) -> None:
 
 def test_version(runner: CliRunner) -> None:
     result = runner.invoke(app, ["--version"])
-    assert (result.exit_code, result.stdout) == (0, "kvrules 0.1.0\n")
+    assert (result.exit_code, result.stdout.splitlines()[0]) == (0, "kvrules 0.1.0")
 
 
 @pytest.mark.parametrize("args", [["classify", "x", "--format", "xml"],
@@ -181,7 +181,7 @@ def test_a_usage_error_prints_its_message_and_diagnostics_without_traceback(
 def test_python_dash_m_kvrules_is_the_same_command() -> None:
     result = subprocess.run([sys.executable, "-m", "kvrules", "--version"],
                             capture_output=True, text=True, check=False)
-    assert (result.returncode, result.stdout) == (0, "kvrules 0.1.0\n")
+    assert (result.returncode, result.stdout.splitlines()[0]) == (0, "kvrules 0.1.0")
 
 
 def test_the_console_script_is_installed() -> None:
@@ -189,7 +189,7 @@ def test_the_console_script_is_installed() -> None:
     assert script.exists(), f"{script} is missing: install the package (pip install .)"
     result = subprocess.run([str(script), "--version"], capture_output=True, text=True,
                             check=False)
-    assert (result.returncode, result.stdout) == (0, "kvrules 0.1.0\n")
+    assert (result.returncode, result.stdout.splitlines()[0]) == (0, "kvrules 0.1.0")
 
 
 # --- end to end on the bundled examples (needs the core) ---------------------------------

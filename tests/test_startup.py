@@ -53,3 +53,15 @@ def test_classify_of_valid_evidence_imports_no_arrow_and_no_schema_library(
     again = loaded_by(args, tmp_path)  # the compiled policy comes from the cache
     assert json.loads(out.read_text(encoding="utf-8"))["summary"]["cells"] == 1
     assert again & set(HEAVY) == set()  # durable-rules runs in the worker process only
+
+
+def test_version_names_kvrules_the_engine_and_the_shipped_policy_digest(tmp_path: Path) -> None:
+    from kvrules import api
+    from kvrules.verdicts.model import KVRULES_VERSION
+    done = subprocess.run([sys.executable, "-m", "kvrules", "--version"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"kvrules {KVRULES_VERSION}"
+    assert lines[1].startswith("durable-rules 2.")
+    assert lines[2] == f"shipped policy {api.load_policy().identity.digest}"

@@ -39,15 +39,25 @@ GROUPS: tuple[tuple[str, ModuleType], ...] = (
 
 
 def _version(value: bool) -> None:
+    """kvrules, the engine it drives and the shipped policy: what a bug report needs."""
     if value:
-        typer.echo(f"kvrules {KVRULES_VERSION}")
+        from importlib.metadata import PackageNotFoundError, version
+
+        from kvrules.policy.compiler import default_digest
+        try:
+            engine = version("durable-rules")
+        except PackageNotFoundError:
+            engine = "not installed"
+        typer.echo(f"kvrules {KVRULES_VERSION}\ndurable-rules {engine}\n"
+                   f"shipped policy {default_digest()}")
         raise typer.Exit(0)
 
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True,
-        help="Print the kvrules version and exit.")] = False) -> None:
+        help="Print the versions of kvrules and durable-rules and the shipped policy's "
+             "digest, and exit.")] = False) -> None:
     """Classify the KV seed regime of forward-pass benchmark points with a declarative
     policy, and decide which points may be used."""
 

@@ -525,6 +525,19 @@ QUARANTINE_GATES = {"resolve_extends", "build_model", "resolve_names"}
 """Gates that may run with quarantined files set aside (the checking passes)."""
 
 
+def default_digest(source: str | Path | Traversable | None = None) -> str:
+    """The digest a report records for a policy with its default parameters, without
+    compiling it (``kvrules --version``); a policy with ``extends`` needs the compiler."""
+    from kvrules.policy.extends import header_of
+    sources = read_policy_layers(source)
+    if len(sources.layers) != 1:
+        raise ValueError("default_digest reads a policy without extends")
+    found = header_of(sources.files, sources.layers[0].names)
+    declared = (found[1].get("parameters") or {}) if found else {}
+    return policy_digest(sources.files, {name: spec.get("default")
+                                         for name, spec in declared.items()})
+
+
 def policy_digest(files: dict[str, str], parameters: dict[str, Any]) -> str:
     """sha256 over file names, contents and parameter values: identifies a report's policy.
 
