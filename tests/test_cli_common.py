@@ -54,3 +54,13 @@ def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_usage_error_writes_no_partial_report_in_any_format(tmp_path) -> None:
+    import subprocess
+    import sys
+    for fmt in ("jsonl", "json", "table"):
+        done = subprocess.run([sys.executable, "-m", "kvrules", "classify", str(tmp_path),
+                               "-f", fmt], capture_output=True, text=True, timeout=120)
+        assert (done.returncode, done.stdout) == (2, ""), fmt
+        assert "neither a campaign folder" in done.stderr
