@@ -82,7 +82,9 @@ def decode_json(raw: bytes) -> Any:
 
 _DISAGREES = object()
 _LONG_INTEGER = re.compile(rb"-?[0-9]{19,}")
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+"""``bytes.translate`` table: every digit reads ``0``, so number shapes are found by a plain
+substring search (a regex starting with a character class is ~50x slower)."""
 _NINETEEN = b"0" * 19
 _ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
 
@@ -114,7 +116,7 @@ def _fast_decode(raw: bytes) -> Any:
         return _DISAGREES
     if members != raw.count(b":"):
         return _DISAGREES
-    if _NINETEEN in raw.translate(_DIGITS):  # a digit run as long as 2**63: look closer
+    if _NINETEEN in raw.translate(DIGITS_AS_ZERO):  # a digit run as long as 2**63: look closer
         for run in _LONG_INTEGER.finditer(raw):  # (a regex scan is ~50x slower than this)
             if not -(1 << 63) <= int(run.group()) < (1 << 64):
                 return _DISAGREES

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Literal
 
 import orjson
 
+from kvrules.artifacts.jsonio import DIGITS_AS_ZERO
 from kvrules.diagnostics import Diagnostic, sort_diagnostics
 from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PolicyIdentity, Report,
                                     Summary, summarize)
@@ -35,7 +36,6 @@ TABLE_WIDTH = 120
 
 # --- JSON and JSON Lines -------------------------------------------------------------------
 
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 
 
 def _dumps(value: Any, indent: bool) -> str:
@@ -52,7 +52,7 @@ def _dumps(value: Any, indent: bool) -> str:
     except (TypeError, orjson.JSONEncodeError):
         out = b""
     if out:
-        masked = out.translate(_DIGITS)
+        masked = out.translate(DIGITS_AS_ZERO)
         if b"0." not in masked and b"0e" not in masked and b"null" not in out:
             return out.decode()
     if indent:
