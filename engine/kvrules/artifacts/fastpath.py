@@ -14,30 +14,27 @@ from __future__ import annotations
 from typing import Any
 
 _POINT_TYPES = ("prefill", "decode")
-_COUNTS_MIN = (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
-               ("total_kv_read_tokens", 0))
 
 
 def results_ok(results: Any) -> bool:
     """True only if every item satisfies ``$defs/result`` (False means "ask the schema")."""
     if type(results) is not list:
         return False
+    point_ok = _point_ok
     for result in results:
-        if type(result) is not dict or not _point_ok(result.get("point")):
+        if type(result) is not dict or not point_ok(result.get("point")):
             return False
-        if "kv_seed_regime" in result:
-            regime = result["kv_seed_regime"]
-            if regime is not None and (type(regime) is not str or not regime):
-                return False
+        regime = result.get("kv_seed_regime")
+        if regime is not None and (type(regime) is not str or not regime):
+            return False  # (absent and null are both allowed)
         fpms = result.get("fpms")
         if type(fpms) is not list or len(fpms) != 1:
             return False
         fpm = fpms[0]
         if type(fpm) is not dict:
             return False
-        for name in ("counter_id", "dp_rank"):
-            if name in fpm and type(fpm[name]) is not int:
-                return False
+        if type(fpm.get("counter_id", 0)) is not int or type(fpm.get("dp_rank", 0)) is not int:
+            return False
         wall = fpm.get("wall_time")
         if type(wall) is not float and type(wall) is not int or not wall > 0:
             return False
@@ -48,16 +45,18 @@ def _point_ok(point: Any) -> bool:
     """``$defs/point``: exact types (``type(x) is int`` also rules out booleans)."""
     if type(point) is not dict or point.get("point_type") not in _POINT_TYPES:
         return False
-    for name, low in _COUNTS_MIN:
-        value = point.get(name)
-        if type(value) is not int or value < low:
+    get = point.get
+    benchmark_id, batch_size = get("benchmark_id"), get("batch_size")
+    prefill, kv_read = get("total_prefill_tokens"), get("total_kv_read_tokens")
+    if (type(benchmark_id) is not int or type(batch_size) is not int
+            or type(prefill) is not int or type(kv_read) is not int
+            or benchmark_id < 1 or batch_size < 0 or prefill < 0 or kv_read < 0):
+        return False
+    reasons = get("sample_reasons")
+    if reasons is not None:
+        if type(reasons) is not list:
             return False
-    if "sample_reasons" in point:
-        reasons = point["sample_reasons"]
-        if reasons is not None:
-            if type(reasons) is not list:
+        for reason in reasons:
+            if type(reason) is not str:
                 return False
-            for reason in reasons:
-                if type(reason) is not str:
-                    return False
     return True

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 USAGE_EXIT = 2
 """Exit status of a usage error: bad path, invalid rule files, bad options (like click)."""
 
-WRITE_BATCH = 512
-"""Lines joined into one write by :func:`write_lines`."""
+WRITE_BATCH = 1 << 16
+"""Characters joined into one write by :func:`write_lines`: few writes, bounded memory."""
 
 PROGRESS_MIN_CELLS = 20
 """Show a progress bar only for runs of at least this many cells."""
@@ -144,14 +144,22 @@ def write_text(text: str, output: Path | None) -> None:
 
 
 def write_lines(lines: Iterable[str], output: Path | None) -> None:
-    """Stream ``lines`` to stdout or, atomically, to ``output`` (constant memory)."""
+    """Stream ``lines`` to stdout or, atomically, to ``output`` (constant memory).
+
+    Lines are joined into writes of about ``WRITE_BATCH`` characters: a text write costs
+    ~6 us against ~2 us per jsonl record, and a count of lines would not bound memory (one
+    json "line" is a whole cell).
+    """
     with _output(output) as out:
         batch: list[str] = []
-        for line in lines:  # one write per batch: a text write costs ~6 us, a record ~2 us
+        size = 0
+        for line in lines:
             batch.append(line)
-            if len(batch) >= WRITE_BATCH:
+            size += len(line)
+            if size >= WRITE_BATCH:
                 out.write("".join(batch))
                 batch.clear()
+                size = 0
         out.write("".join(batch))
 
 

@@ -343,11 +343,12 @@ def _launch_fact(ev: CellEvidence) -> Fact:
 VIEW_KEYS = ("point_type", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
 
 
-def _view(result: dict[str, Any]) -> dict[str, Any]:
+def _view(p: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """What must agree across ranks (spec 3): the coordinates and the native regime, under
     the point fact's field names, as found (an absent native regime stays absent)."""
-    p = result["point"]
-    view = {key: p[key] for key in VIEW_KEYS}
+    view = {"point_type": p["point_type"], "batch_size": p["batch_size"],
+            "total_prefill_tokens": p["total_prefill_tokens"],
+            "total_kv_read_tokens": p["total_kv_read_tokens"]}
     if "kv_seed_regime" in result:
         view["native_regime"] = result["kv_seed_regime"]
     return view
@@ -358,49 +359,49 @@ def _point_rows(ranks: list[Document]) -> tuple[list[PointRow], list[PointRow]]:
     copies on every other rank, which the rules check as well (spec 3 is per point on every
     rank). Each copy carries the ranks holding its benchmark_id and, beside its own view,
     the view of the copy on the lowest such rank, so a rule can test agreement on the
-    copy itself (point classes stay small: no join between points)."""
+    copy itself (point classes stay small: no join between points).
+
+    One pass: ranks come sorted, so a benchmark_id's first copy is met before the others,
+    and its ``on_ranks`` list is shared by all its copies and complete when the pass ends.
+    """
     first: dict[Any, dict[str, Any]] = {}
     holders: dict[Any, list[Any]] = {}
-    for doc in ranks:
-        for result in doc.data["results"]:
-            bid = result["point"]["benchmark_id"]
-            first.setdefault(bid, _view(result))
-            held = holders.setdefault(bid, [])
-            if not held or held[-1] != _rank_of(doc):
-                held.append(_rank_of(doc))
     rows: list[PointRow] = []
     peers: list[PointRow] = []
-    taken: set[Any] = set()
     for r, doc in enumerate(ranks):
         rank = _rank_of(doc)
+        relpath = doc.relpath
         for i, result in enumerate(doc.data["results"]):
-            bid = result["point"]["benchmark_id"]
-            own = {"rank": rank, "on_ranks": holders[bid]}
-            if bid in taken:
-                own["views"] = [first[bid], _view(result)]
-                peers.append(_point_row(doc.relpath, i, result, own, f"p{bid}@{r}.{i}"))
-            else:
-                taken.add(bid)
-                own["views"] = [first[bid]]
-                rows.append(_point_row(doc.relpath, i, result, own, f"p{bid}"))
+            p = result["point"]
+            bid = p["benchmark_id"]
+            view = _view(p, result)
+            held = holders.get(bid)
+            if held is None:
+                holders[bid] = held = [rank]
+                first[bid] = view
+                rows.append(_point_row(relpath, i, p, result, rank, held, [view], f"p{bid}"))
+                continue
+            if held[-1] != rank:
+                held.append(rank)
+            peers.append(_point_row(relpath, i, p, result, rank, held, [first[bid], view],
+                                    f"p{bid}@{r}.{i}"))
     rows.sort(key=lambda row: row.benchmark_id)
     return rows, peers
 
 
-def _point_row(relpath: str, index: int, result: dict[str, Any], own: dict[str, Any],
+def _point_row(relpath: str, index: int, p: dict[str, Any], result: dict[str, Any],
+               rank: int, on_ranks: list[Any], views: list[dict[str, Any]],
                fact_id: str) -> PointRow:
-    p = result["point"]
-    bid = p["benchmark_id"]
     fields: dict[str, Any] = {
-        "benchmark_id": bid, "point_type": p["point_type"], "batch_size": p["batch_size"],
-        "total_prefill_tokens": p["total_prefill_tokens"],
+        "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
+        "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
         "total_kv_read_tokens": p["total_kv_read_tokens"],
-        "sample_reasons": p.get("sample_reasons") or [], **own}
+        "sample_reasons": p.get("sample_reasons") or [],
+        "rank": rank, "on_ranks": on_ranks, "views": views}
     if "kv_seed_regime" in result:
         native = result["kv_seed_regime"]
         fields["native_regime"] = native
         if native.__class__ is str and native.startswith("skip:"):
             fields["native_skip_reason"] = native[5:]
-    fact = Fact("point", fact_id, fields, base=(relpath, f"/results/{index}"),
-                paths=POINT_PATHS)
-    return PointRow(fact)
+    return PointRow(Fact("point", fact_id, fields, base=(relpath, f"/results/{index}"),
+                         paths=POINT_PATHS))

@@ -82,6 +82,7 @@ def is_number(v: Any) -> bool:
 _PLAIN = (str, bool, type(None))
 """Types whose Python equality is exactly JSON equality (the fast path of the tests)."""
 _PLAIN_OR_INT = _PLAIN + (int,)
+_PLAIN_CLASSES = frozenset(_PLAIN_OR_INT)
 
 
 def equal(a: Any, b: Any) -> bool:
@@ -293,6 +294,8 @@ def shape(value: Any) -> tuple[Any, ...]:
         return ("array", len(value), None)
     if len(value) < 2:
         return ("array", len(value), ())
+    if len(value) == 2 and _plainly_equal(value[0], value[1]):
+        return ("array", 2, ())
     first, rest = value[0], value[1:]
     differ = []
     for key in sorted({k for i in value for k in i}):
@@ -306,6 +309,16 @@ def shape(value: Any) -> tuple[Any, ...]:
                 differ.append(key)
                 break
     return ("array", len(value), tuple(differ))
+
+
+def _plainly_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when two objects hold the same keys in the same order with equal values of the
+    same plain classes: then no key differs (the common case of a point's copy on another
+    rank), decided without the per-key walk."""
+    if list(a) != list(b) or a != b:
+        return False
+    classes = tuple(map(type, a.values()))
+    return classes == tuple(map(type, b.values())) and _PLAIN_CLASSES.issuperset(classes)
 
 
 def canonical_test(written: str, operand: Any) -> tuple[str, Any, bool]:

@@ -32,18 +32,22 @@ def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str, bool], ...
     list or object that only shape operators test (``views`` under ``agree_on``, different
     on nearly every point) stands as its shape, so such points still share one key."""
     out = []
+    append = out.append
+    get = fields.get
     for name, kind, by_shape in names:
-        value = fields.get(name, MISSING)
-        if value is not MISSING:
-            if kind == "string_list":
-                value = tuple(value)
-            else:
-                cls = value.__class__
-                if by_shape and cls in (list, dict):
-                    value = (cls, shape(value))
-                else:
-                    value = (cls, value if cls in _HASHABLE else repr(value))
-        out.append(value)
+        value = get(name, MISSING)
+        if value is MISSING:
+            append(value)
+            continue
+        cls = value.__class__
+        if cls is str or cls is int:  # the common case first (no 1 vs True confusion:
+            append((cls, value))      # the class is part of the value)
+        elif kind == "string_list":
+            append(tuple(value))
+        elif by_shape and (cls is list or cls is dict):
+            append((cls, shape(value)))
+        else:
+            append((cls, value if cls in _HASHABLE else repr(value)))
     return tuple(out)
 
 
