@@ -1,6 +1,8 @@
 """kvrules.cli.common: the progress bar shows only on a terminal, and only for long runs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import io
 
 from kvrules.cli.common import PROGRESS_MIN_CELLS, CellProgress
@@ -44,9 +46,11 @@ def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
     import subprocess
     import sys
     from helpers import EXAMPLES
-    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify",
-                             *[str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()] * 40,
-                             "-f", "jsonl"],
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from corpus import generate  # a report far larger than a pipe's buffer
+    corpus = generate(tmp_path / "corpus", cells=4, ranks=1, points=400)
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify", str(corpus),
+                             str(EXAMPLES / "dp2-peer-ineligible"), "-f", "jsonl"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.readline()

@@ -1,11 +1,14 @@
 """kvrules.verdicts.render: whole outputs of the json, jsonl, table and diagnostic renderers."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from typing import Iterator
 
 import pytest
 from verdict_samples import (CELL, DENSE, POLICY, dense_cell, dense_report, error_cell,
+                             sliding_window_cell,
                              jsonl_records, mixed_report, report_dict_from_jsonl)
 
 from kvrules.diagnostics import Diagnostic
@@ -110,20 +113,16 @@ def test_jsonl_of_no_cells_is_a_header_and_an_empty_summary() -> None:
 # --- table -------------------------------------------------------------------------------
 
 MIXED_TABLE = """\
+  cell                           workload  status  points        regimes / errors                        dense synthetic kv
+  ─────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
 examples/dense-legacy-stamp-format
-cell                       workload  status  points        regimes / errors                        dense synthetic kv
-─────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
-fpm-llama31-8b-decode-tp1  decode    ok      2/2 eligible  skip:dense_model_content_insensitive 2  eligible
+  fpm-llama31-8b-decode-tp1      decode    ok      2/2 eligible  skip:dense_model_content_insensitive 2  eligible
 
 examples/dense-sliding-window
-cell                       workload  status  points        regimes / errors  dense synthetic kv
-───────────────────────────────────────────────────────────────────────────────────────────────
-fpm-llama31-8b-decode-tp1  decode    ok      0/2 eligible  fake_fallback 2   no (D9)
+  fpm-llama31-8b-decode-tp1      decode    ok      0/2 eligible  fake_fallback 2                         no (D9)
 
 examples/dp2-peer-ineligible
-cell                           workload  status  points        regimes / errors        dense synthetic kv
-─────────────────────────────────────────────────────────────────────────────────────────────────────────
-fpm-llama31-8b-decode-tp1-dp2  decode    error   0/2 eligible  dp_warmup_disagreement  -
+  fpm-llama31-8b-decode-tp1-dp2  decode    error   0/2 eligible  dp_warmup_disagreement                  -
 
 errors:
   fpm-llama31-8b-decode-tp1-dp2: examples/dp2-peer-ineligible/cells/fpm-llama31-8b-decode-tp1-dp2/raw/fpm-llama31-8b-decode-tp1-dp2-worker-0/benchmark_dp1.json#/kvwarm/skip_reason: dp_warmup_disagreement: rank 1 kvwarm differs from rank 0
@@ -137,8 +136,8 @@ def test_table_shows_every_cell_its_eligible_count_errors_and_a_summary() -> Non
 
 
 def test_table_of_a_dense_cell_reads_2_of_2_eligible() -> None:
-    rows = [line for line in render_table(dense_report()).splitlines()
-            if line.startswith(CELL)]
+    rows = [line.strip() for line in render_table(dense_report()).splitlines()
+            if line.strip().startswith(CELL)]
     assert rows == ["fpm-llama31-8b-decode-tp1  decode    ok      2/2 eligible  "
                     "skip:dense_model_content_insensitive 2  eligible"]
 
@@ -157,7 +156,50 @@ def test_table_color_is_opt_in() -> None:
 
 def test_table_prints_rich_markup_in_data_literally() -> None:
     report = Report(policy=POLICY, cells=(dense_cell("runs/[bold]x[/bold]"),))
-    assert render_table(report).splitlines()[0] == "runs/[bold]x[/bold]"
+    assert render_table(report).splitlines()[2] == "runs/[bold]x[/bold]"
+
+
+def test_every_campaign_shares_one_header() -> None:
+    lines = render_table(mixed_report()).splitlines()
+    assert [n for n, line in enumerate(lines) if line.split()[:2] == ["cell", "workload"]] == [0]
+
+
+def test_an_error_cell_claims_no_qualification_and_ids_are_listed_once() -> None:
+    from kvrules.verdicts.model import FailedCondition, Qualification
+    from kvrules.verdicts.table import table_row
+    error = error_cell()
+    eligible = Qualification(eligible=True)
+    assert table_row(replace(error, qualifications={"dense_synthetic_kv": eligible})
+                     ).qualifications == {"dense_synthetic_kv": "-"}
+    failed = Qualification(eligible=False, failed=tuple(
+        FailedCondition(i, "why") for i in ("D5", "D6", "D6", "D7", "D6")))
+    cell = replace(sliding_window_cell(), qualifications={"dense_synthetic_kv": failed})
+    assert table_row(cell).qualifications == {"dense_synthetic_kv": "no (D5, D6, D7)"}
+
+
+def test_a_narrow_terminal_loses_columns_never_splits_an_id_or_regime() -> None:
+    text = render_table(mixed_report(), width=80)
+    assert all(len(line) <= 80 for line in text.splitlines() if " " in line.strip())
+    for whole in ("fpm-llama31-8b-decode-tp1-dp2", "skip:dense_model_content_insensitive",
+                  "examples/dp2-peer-ineligible", "dp_warmup_disagreement"):
+        assert whole in text
+    header = text.splitlines()[0].split()
+    assert header[:2] == ["cell", "status"] and "workload" not in header
+    assert text.splitlines()[-2:] == [
+        "(not shown to fit 80 columns: workload, dense synthetic kv, points; --format",
+        "  json has everything)"]
+
+
+def test_a_wide_terminal_shows_every_column_without_a_note() -> None:
+    text = render_table(mixed_report(), width=1000)
+    assert text == MIXED_TABLE
+
+
+def test_a_file_or_pipe_gets_the_table_unwrapped_however_long() -> None:
+    long_id = "fpm-" + "x" * 300
+    report = Report(policy=POLICY, cells=(replace(dense_cell(), cell_id=long_id),))
+    rows = [line for line in render_table(report).splitlines() if long_id in line]
+    assert len(rows) == 1 and rows[0].split()[0] == long_id
 
 
 # --- diagnostics -------------------------------------------------------------------------

@@ -91,10 +91,28 @@ def evidence_error(code: str, message: str, file: str, pointer: str = "",
                       pointer=pointer, rule=rule)
 
 
+def text_line(diag: Diagnostic, prefix: str = "") -> str:
+    """``location: code: message (rule: id)`` on one line; ``prefix`` (the campaign folder
+    as typed) makes a cell-relative location readable from the current directory."""
+    location = diag.location()
+    if prefix:
+        location = f"{prefix.rstrip('/')}/{location}" if diag.file else prefix + location
+    code = diag.code if diag.severity == "error" else f"{diag.code} ({diag.severity})"
+    rule = f" (rule: {diag.rule})" if diag.rule else ""
+    head = f"{location}: " if location else ""
+    return f"{head}{code}: {diag.message}{rule}"
+
+
 def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
     """Stable order (file, line, column, message) so reports are byte-identical."""
     return sorted(diags, key=lambda d: (d.file, d.line or 0, d.column or 0, d.pointer,
                                         d.message, d.code))
+
+
+class KvrulesWarning(UserWarning):
+    """Something the user should hear about that changes no verdict (an input given twice).
+
+    Library callers get a standard :mod:`warnings` warning; the CLI prints it on stderr."""
 
 
 class KvrulesUsageError(Exception):

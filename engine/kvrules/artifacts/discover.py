@@ -8,12 +8,13 @@ path that does not exist or is neither a campaign nor a cell) raises.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from kvrules.artifacts.jsonio import read_json
-from kvrules.diagnostics import KvrulesUsageError
+from kvrules.diagnostics import KvrulesUsageError, KvrulesWarning
 
 PLAN_NAME = "collection-plan.json"
 CELLS_DIR = "cells"
@@ -56,7 +57,27 @@ def discover(paths: Sequence[str], plan: str | None = None) -> list[CellRef]:
             raise KvrulesUsageError(
                 f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/), "
                 f"a cell folder (with {RAW_DIR}/) nor a folder of campaigns")
-    return refs
+    return _once(refs)
+
+
+def _once(refs: list[CellRef]) -> list[CellRef]:
+    """Each cell once, where it was first given: a campaign named twice (``a a``, or
+    ``a`` and ``./a/``) would otherwise be reported, counted and aggregated twice."""
+    seen: set[tuple[Path, str]] = set()
+    out: list[CellRef] = []
+    repeated: dict[str, int] = {}
+    for ref in refs:
+        key = (Path(os.path.abspath(ref.cell_dir)).resolve(), ref.cell_id)
+        if key in seen:
+            repeated[ref.campaign] = repeated.get(ref.campaign, 0) + 1
+            continue
+        seen.add(key)
+        out.append(ref)
+    for campaign, n in repeated.items():
+        warnings.warn(KvrulesWarning(
+            f"{campaign}: {n} cell{'s' * (n != 1)} already given by an earlier path, "
+            "reported once"), stacklevel=3)
+    return out
 
 
 def _is_campaign(folder: Path) -> bool:

@@ -7,8 +7,12 @@ mount it in ``GROUPS``. Both tuples are explicit so ``--help`` lists commands in
 """
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Annotated
+import io
+import signal
+import sys
+import warnings
+from types import FrameType, ModuleType
+from typing import Annotated, TextIO
 
 import typer
 
@@ -19,7 +23,7 @@ from kvrules.cli import report
 from kvrules.verdicts.model import KVRULES_VERSION
 
 app = typer.Typer(
-    name="kvrules", no_args_is_help=True, add_completion=False,
+    name="kvrules", no_args_is_help=True, add_completion=True,
     pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
     help="Classify the KV seed regime of forward-pass benchmark points with a declarative "
          "policy, and decide which points may be used.")
@@ -68,6 +72,39 @@ for _name, _module in GROUPS:
     app.add_typer(_module.app, name=_name)
 
 
+def _print_warning(message: Warning | str, category: type[Warning], filename: str,
+                   lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    """``kvrules: warning: ...`` on stderr, not Python's file:line form (a tool, not code)."""
+    sys.stderr.write(f"kvrules: warning: {message}\n")
+
+
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM arrived: unwind the command, so every ``finally`` removes its
+    temporary file and no partial output is left, then exit 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped(signum)
+
+
+STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
+
+
 def main() -> None:
-    """Console-script entry point (``kvrules``): exit status 0, 1 or 2."""
-    app(prog_name="kvrules")
+    """Console-script entry point (``kvrules``): exit status 0, 1 or 2 (130 and 143 when
+    interrupted or terminated)."""
+    warnings.showwarning = _print_warning
+    for stream in (sys.stdout, sys.stderr):  # PYTHONIOENCODING=ascii: "?", not a traceback
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="replace")
+    for signum in STOPPED:  # SIGINT too when started in the background (inherited SIG_IGN)
+        signal.signal(signum, _stop)
+    try:
+        app(prog_name="kvrules")
+    except _Stopped as stopped:
+        sys.stderr.write(f"kvrules: {STOPPED[signal.Signals(stopped.signum)]}\n")
+        sys.exit(128 + stopped.signum)

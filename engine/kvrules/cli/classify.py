@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
 from enum import Enum
 from pathlib import Path
@@ -53,18 +52,6 @@ class _ExitTap:
             yield cell
 
 
-SIGINT_EXIT = 128 + signal.SIGINT
-SIGTERM_EXIT = 128 + signal.SIGTERM
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived: unwind (no verdict, no partial --output file) and exit 143."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
-
-
 def _policy_identity(policy: Any) -> "PolicyIdentity":
     from kvrules.verdicts.model import PolicyIdentity
     identity = getattr(policy, "identity", None)
@@ -77,8 +64,10 @@ def _policy_identity(policy: Any) -> "PolicyIdentity":
 def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
            output: Path | None) -> Iterable[str]:
     """The report in the chosen format, produced as the cells arrive (jsonl and json are
-    written cell by cell; the table keeps one short row per cell until the end)."""
-    from kvrules.verdicts.render import TABLE_WIDTH, iter_json, iter_jsonl, table_of
+    written cell by cell; the table keeps one short row per cell until the end). On a
+    terminal the table fits its width; in a file or a pipe it is never wrapped."""
+    from kvrules.verdicts.render import iter_json, iter_jsonl
+    from kvrules.verdicts.table import TABLE_WIDTH, table_of
     identity = _policy_identity(policy)
     if fmt is Format.jsonl:
         return iter_jsonl(identity, cells)
@@ -86,8 +75,19 @@ def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
         return iter_json(identity, cells)
     if output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
-        return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"))]
-    return [table_of(identity, cells)]
+        return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"),
+                         ascii_only=not _encodes(sys.stdout, "\u2500"))]
+    return [table_of(identity, cells, ascii_only=output is None
+                     and not _encodes(sys.stdout, "\u2500"))]
+
+
+def _encodes(stream: Any, text: str) -> bool:
+    """Whether ``stream``'s encoding can write ``text`` (``PYTHONIOENCODING=ascii``)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def classify(
@@ -115,19 +115,7 @@ def classify(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
 ) -> None:
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)  # also when
-    try:                                                   # started in the background
-        _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors)
-    except KeyboardInterrupt:
-        sys.stderr.write("kvrules: interrupted\n")
-        raise typer.Exit(SIGINT_EXIT) from None
-    except _Terminated:
-        sys.stderr.write("kvrules: terminated\n")
-        raise typer.Exit(SIGTERM_EXIT) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
+    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors)
 
 
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,

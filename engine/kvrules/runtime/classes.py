@@ -31,7 +31,7 @@ def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str, bool], ...
     """The values the rules read, hashable; ``any`` fields keep their type (True vs 1). A
     list or object that only shape operators test (``views`` under ``agree_on``, different
     on nearly every point) stands as its shape, so such points still share one key."""
-    out = []
+    out: list[Any] = []
     append = out.append
     get = fields.get
     for name, kind, by_shape in names:

@@ -160,6 +160,16 @@ def summarize(cells: list[CellVerdict]) -> Summary:
                    points_eligible=sum(c.points_eligible for c in cells), counts=counts)
 
 
+def add_summaries(a: Summary, b: Summary) -> Summary:
+    """Running totals of a stream of cells (the cells themselves are not kept)."""
+    counts = dict(a.counts)
+    for regime, n in b.counts.items():
+        counts[regime] = counts.get(regime, 0) + n
+    return Summary(cells=a.cells + b.cells, cells_error=a.cells_error + b.cells_error,
+                   points=a.points + b.points,
+                   points_eligible=a.points_eligible + b.points_eligible, counts=counts)
+
+
 @dataclass(frozen=True)
 class Report:
     """One classification run: the policy that decided and every cell verdict."""

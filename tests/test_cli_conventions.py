@@ -1,0 +1,117 @@
+"""Command-line conventions users expect of a CLI tool, run as whole processes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+from helpers import DENSE, EXAMPLES, copy_example
+
+from kvrules import api
+from kvrules.diagnostics import KvrulesWarning
+
+
+def _kvrules(*args: str, cwd: Path, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvrules", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_a_campaign_given_twice_is_reported_once_with_a_warning(tmp_path: Path) -> None:
+    campaign = str(EXAMPLES / DENSE)
+    done = _kvrules("classify", campaign, campaign + "/", "-f", "jsonl", cwd=tmp_path)
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0
+    assert [r["kind"] for r in records].count("cell") == 1
+    assert records[-1]["cells"] == 1
+    assert done.stderr == (f"kvrules: warning: {campaign}/: 1 cell already given by an "
+                           "earlier path, reported once\n")
+
+
+def test_the_library_warns_with_a_standard_warning() -> None:
+    campaign = str(EXAMPLES / DENSE)
+    with pytest.warns(KvrulesWarning, match="reported once"):
+        report = api.classify([campaign, campaign])
+    assert len(report.cells) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(api.classify([campaign]).cells) == 1
+
+
+def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    env = {"_KVRULES_COMPLETE": "complete_bash", "COMP_WORDS": "kvrules cla", "COMP_CWORD": "1"}
+    done = subprocess.run(["kvrules"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, **env}, timeout=60)
+    assert done.stdout.split() == ["classify"]
+    env.update(COMP_WORDS="kvrules classify --for", COMP_CWORD="2")
+    done = subprocess.run(["kvrules"], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, **env}, timeout=60)
+    assert done.stdout.split() == ["--format"]
+    script = _kvrules("--show-completion", "bash", cwd=tmp_path)
+    assert script.returncode == 0 and "_KVRULES_COMPLETE" in script.stdout
+
+
+@pytest.mark.parametrize("fmt", ["table", "jsonl"])
+def test_any_stdout_encoding_works_without_a_traceback(tmp_path: Path, fmt: str) -> None:
+    campaign = copy_example(tmp_path, DENSE, dest="campagne-\u00e9t\u00e9")
+    done = _kvrules("classify", str(campaign), "-f", fmt, cwd=tmp_path,
+                    env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout.isascii()
+    if fmt == "table":
+        assert "--------" in done.stdout and "campagne-" in done.stdout
+    else:  # JSON stays valid JSON: the characters are escaped, not replaced
+        header = json.loads(done.stdout.splitlines()[-2])
+        assert header["kind"] == "cell" and "\u00e9" in header["campaign"]
+    missing = _kvrules("classify", str(tmp_path / "nulle-part-\u00e9"), cwd=tmp_path,
+                       env={"PYTHONIOENCODING": "ascii"})
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "no such file" in missing.stderr
+
+
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from corpus import generate
+    corpus = generate(tmp_path_factory.mktemp("corpus"), cells=120, ranks=1, points=300)
+    return [str(p) for p in sorted(corpus.iterdir())]
+
+
+def _has_children(pid: int) -> bool:
+    """The command started its engine worker: it is classifying."""
+    try:
+        return bool(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"),
+                                             (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.parametrize("command", [["readiness", "-f", "json"], ["report"],
+                                     ["aggregate"]])
+def test_every_command_stops_cleanly_on_a_signal(tmp_path: Path, campaigns: list[str],
+                                                 sig: int, code: int, word: str,
+                                                 command: list[str]) -> None:
+    """Not only classify: a signal unwinds the command, no partial or temporary file."""
+    out = tmp_path / "out" / {"aggregate": "rows.parquet", "report": "page.html"}.get(
+        command[0], "out.json")
+    out.parent.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", command[0], *campaigns,
+                             *command[1:], "-o", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not _has_children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()[1]
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stderr) == (code, f"kvrules: {word}\n")
+    assert list(out.parent.iterdir()) == []
