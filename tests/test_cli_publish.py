@@ -76,3 +76,27 @@ def test_a_bad_rows_file_is_a_usage_error(runner: CliRunner, tmp_path: Path,
     result = runner.invoke(app, ["publish", str(rows), "--root", str(tmp_path / "r")])
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_held_lock_is_announced_then_given_up_after_lock_timeout(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import filelock
+    from kvrules.consumers.publish import LOCK_NAME
+    rows = _rows(tmp_path, "rows.parquet")
+    root = tmp_path / "root"
+    root.mkdir()
+    with filelock.FileLock(str(root / LOCK_NAME)):
+        done = subprocess.run([sys.executable, "-m", "kvrules", "publish", str(rows),
+                               "--root", str(root), "--lock-timeout", "0.5"],
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    waiting, gave_up = done.stderr.splitlines()[:2]
+    assert waiting == (f"kvrules: {root}: waiting up to 0.5 s for {LOCK_NAME}, held by "
+                       "another publisher")
+    assert "another publisher held" in gave_up and "nothing was written" in gave_up
+    assert sorted(p.name for p in root.iterdir()) == [LOCK_NAME]
+    done = subprocess.run([sys.executable, "-m", "kvrules", "publish", str(rows),
+                           "--root", str(root), "--lock-timeout", "0.5"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "waiting" not in done.stderr, done.stderr

@@ -24,11 +24,17 @@ def publish(rows: Annotated[Path, typer.Argument(metavar="ROWS", show_default=Fa
                                                  help="Rows written by kvrules aggregate.")],
             root: Annotated[Path, typer.Option("--root", metavar="DIR", show_default=False,
                                                help="The publication root.")],
-            rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table) -> None:
+            rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table,
+            lock_timeout: Annotated[float, typer.Option(
+                "--lock-timeout", metavar="SECONDS", min=0,
+                help="How long to wait for another publisher's lock before giving up "
+                     "(nothing is written then).")] = 600.0) -> None:
     from kvrules.consumers.publish import publish_file
     from kvrules.consumers.render import render_json, render_publication
     with usage_errors():
-        result = publish_file(rows, root, opt.known_policies(rules))
+        result = publish_file(rows, root, opt.known_policies(rules), lock_timeout,
+                              on_wait=lambda message: typer.echo(f"kvrules: {message}",
+                                                                 err=True))
         write_text(render_json(result) if fmt is opt.Format.json
                    else render_publication(result), None)
     raise typer.Exit(result.exit_code)

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import filelock
 import pyarrow as pa
@@ -76,37 +76,55 @@ class Publication:
                 "errors": [e.to_dict() for e in self.errors]}
 
 
+def _acquire(lock: filelock.FileLock, timeout: float,
+             on_wait: Callable[[str], None] | None) -> None:
+    """Take ``lock`` at once or, after telling ``on_wait``, within ``timeout`` s."""
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        if on_wait is not None:
+            on_wait(f"{Path(lock.lock_file).parent}: waiting up to {timeout:g} s for "
+                    f"{LOCK_NAME}, held by another publisher")
+        lock.acquire(timeout=timeout)
+
+
 def publish_file(path: str | Path, root: str | Path, policies: Iterable[Any] = (),
-                 timeout: float = 600.0) -> Publication:
+                 timeout: float = 600.0, on_wait: Callable[[str], None] | None = None
+                 ) -> Publication:
     """Publish a rows file written by ``kvrules aggregate`` (``kvrules publish``)."""
-    return publish(read_rows(Path(path)), root, policies, timeout)
+    return publish(read_rows(Path(path)), root, policies, timeout, on_wait)
 
 
 def publish(rows: Rows, root: str | Path, policies: Iterable[Any] = (),
-            timeout: float = 600.0) -> Publication:
+            timeout: float = 600.0, on_wait: Callable[[str], None] | None = None
+            ) -> Publication:
     """Merge ``rows`` into the tables under ``root``; nothing is written unless every table
     merges cleanly (no conflict, no damaged table, no policy mismatch).
 
     ``policies`` (Policy objects or version strings) are known besides the shipped policy;
     the rows' policy must be one of them. Raises KvrulesUsageError for unusable input (unknown
     policy, malformed rows, an unwritable root, a lock not obtained within ``timeout`` s).
+    ``on_wait`` hears, once, that the lock is held and publishing waits for it.
     """
     known = known_policy_versions(policies)
     incoming = _checked_rows(rows, known)
     base = Path(root)
     try:
         base.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(str(base / LOCK_NAME), timeout=timeout)
-        with lock:
+        lock = filelock.FileLock(str(base / LOCK_NAME))
+        _acquire(lock, timeout, on_wait)
+        try:
             plans = [_plan(base, parts, group, rows.policy.version, known)
                      for parts, group in _by_table(incoming)]
             errors = tuple(e for plan in plans for e in plan.errors)
             if not errors:
                 for plan in plans:
                     plan.commit()
+        finally:
+            lock.release()
     except filelock.Timeout as exc:
-        raise KvrulesUsageError(f"{root}: another publisher held {LOCK_NAME} for {timeout:g} s")\
-            from exc
+        raise KvrulesUsageError(f"{root}: another publisher held {LOCK_NAME} for {timeout:g} s; "
+                                "nothing was written (try again, or --lock-timeout)") from exc
     except OSError as exc:
         raise KvrulesUsageError(f"cannot publish into {root}: {exc.strerror or exc} "
                                 f"({exc.filename or root})") from exc
