@@ -115,3 +115,13 @@ def test_every_command_stops_cleanly_on_a_signal(tmp_path: Path, campaigns: list
     stdout, stderr = proc.communicate(timeout=60)
     assert (proc.returncode, stderr) == (code, f"kvrules: {word}\n")
     assert list(out.parent.iterdir()) == []
+
+
+def test_the_library_takes_one_path_or_a_sequence_of_str_or_path() -> None:
+    one = EXAMPLES / DENSE
+    reports = [api.classify(str(one)), api.classify(one), api.classify([one]),
+               api.classify((str(one),))]
+    assert {len(r.cells) for r in reports} == {1}
+    assert {r.cells[0].campaign for r in reports} == {str(one)}
+    with pytest.raises(TypeError, match="not bytes"):
+        api.classify(bytes(str(one), "utf-8"))  # type: ignore[arg-type]

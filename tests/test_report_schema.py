@@ -109,3 +109,34 @@ def test_every_jsonl_record_validates() -> None:
         "summary-without-totals"])
 def test_broken_jsonl_records_do_not_validate(record: dict[str, Any]) -> None:
     assert list(record_validator().iter_errors(record)) != []
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref"] + [
+            r for k, v in node.items() if k != "$ref" for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+@pytest.mark.parametrize("path", sorted(REPO_SCHEMAS.glob("*.schema.json")),
+                         ids=lambda p: p.name)
+def test_every_published_schema_resolves_on_its_own(path: Path) -> None:
+    """Editors and other tools load one schema file: no reference may leave it."""
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    for ref in _refs(schema):
+        assert ref.startswith("#/"), f"{path.name}: {ref} leaves the file"
+        node = schema
+        for part in ref[2:].split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]  # KeyError: dangling
+    Draft202012Validator.check_schema(schema)
+
+
+def test_the_record_schema_copies_the_report_schema_definitions_exactly() -> None:
+    report = json.loads((REPO_SCHEMAS / "report.schema.json").read_text(encoding="utf-8"))
+    record = json.loads((REPO_SCHEMAS / "report-record.schema.json").read_text(
+        encoding="utf-8"))
+    assert record["$defs"] == {k: v for k, v in report["$defs"].items() if k in record["$defs"]}
+    used = {r.rsplit("/", 1)[-1] for r in _refs(record)}
+    assert used == set(record["$defs"])

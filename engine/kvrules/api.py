@@ -16,9 +16,9 @@ import signal
 import multiprocessing
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
-from kvrules.artifacts.discover import CellRef, discover
+from kvrules.artifacts.discover import CellRef, Paths, discover
 from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
@@ -64,7 +64,7 @@ def load_policy(rules: str | Path | None = None,
     return Policy(cached_compile(compile_policy, source, parameters), source)
 
 
-def extract(paths: Sequence[str], plan: str | None = None) -> Iterator[CellFacts]:
+def extract(paths: Paths, plan: str | None = None) -> Iterator[CellFacts]:
     """The facts of every cell under ``paths`` (what the rules see), one cell at a time."""
     for ref in discover(paths, plan):
         yield extract_cell(load_cell(ref))
@@ -101,7 +101,7 @@ def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
-def iter_classify(paths: Sequence[str], policy: Policy | None = None, plan: str | None = None,
+def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
                   jobs: int = 1, progress: ProgressFn | None = None) -> Iterator[CellVerdict]:
     """Yield cell verdicts in input order, holding one cell's evidence at a time per worker."""
     policy = policy or load_policy()
@@ -135,7 +135,7 @@ def _counted(results: Iterator[CellVerdict], total: int,
         yield verdict
 
 
-def classify(paths: Sequence[str], policy: Policy | None = None, plan: str | None = None,
+def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
              jobs: int = 1, progress: ProgressFn | None = None) -> Report:
     """Classify every cell under ``paths`` and return the whole report."""
     policy = policy or load_policy()

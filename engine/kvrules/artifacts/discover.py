@@ -11,7 +11,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, Union
 
 from kvrules.artifacts.jsonio import read_json
 from kvrules.diagnostics import KvrulesUsageError, KvrulesWarning
@@ -32,7 +32,20 @@ class CellRef:
     plan_path: Path | None
 
 
-def discover(paths: Sequence[str], plan: str | None = None) -> list[CellRef]:
+Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+"""What the library takes as inputs: one path or a sequence of them (str or Path)."""
+
+
+def input_paths(paths: Paths) -> list[str]:
+    """``paths`` as a list of strings: a single path is one input, not its characters."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    if isinstance(paths, bytes):
+        raise TypeError("paths must be str or os.PathLike, or a sequence of them, not bytes")
+    return [os.fspath(p) for p in paths]
+
+
+def discover(paths: Paths, plan: str | None = None) -> list[CellRef]:
     """Cells of every input, inputs in the order given, cells sorted by ``cell_id``.
 
     A campaign folder holds ``collection-plan.json`` and/or ``cells/``; its cells are the
@@ -43,7 +56,7 @@ def discover(paths: Sequence[str], plan: str | None = None) -> list[CellRef]:
     """
     plan_path = _explicit_plan(plan)
     refs: list[CellRef] = []
-    for given in paths:
+    for given in input_paths(paths):
         root = _existing_dir(given)
         if _is_campaign(root):
             refs.extend(_campaign_cells(given, root, plan_path))
