@@ -125,3 +125,26 @@ def test_the_library_takes_one_path_or_a_sequence_of_str_or_path() -> None:
     assert {r.cells[0].campaign for r in reports} == {str(one)}
     with pytest.raises(TypeError, match="not bytes"):
         api.classify(bytes(str(one), "utf-8"))  # type: ignore[arg-type]
+
+
+def test_classify_github_annotates_each_evidence_error_on_its_file(tmp_path: Path) -> None:
+    campaign = f"{EXAMPLES}/dp2-peer-ineligible"
+    done = _kvrules("classify", campaign, f"{EXAMPLES}/{DENSE}", "-f", "github", cwd=tmp_path)
+    error, notice = done.stdout.splitlines()
+    assert done.returncode == 1
+    assert error.startswith(f"::error file={campaign}/cells/fpm-llama31-8b-decode-tp1-dp2/raw/")
+    assert ",title=dp_warmup_disagreement::fpm-llama31-8b-decode-tp1-dp2: rank 1 " in error
+    assert notice == "::notice title=kvrules::2 cells (1 in error), 2/4 points eligible"
+
+
+@pytest.mark.parametrize("old, command", [("table", ["classify", f"{EXAMPLES}/{DENSE}"]),
+                                          ("pretty", ["rules", "test"])])
+def test_one_format_vocabulary_earlier_names_still_work(tmp_path: Path, old: str,
+                                                        command: list[str]) -> None:
+    text = _kvrules(*command, "-f", "text", cwd=tmp_path)
+    assert text.returncode == 0 and _kvrules(*command, "-f", old, cwd=tmp_path).stdout == \
+        text.stdout
+    for name in ("classify", "readiness", "aggregate", "publish", "verify", "explain",
+                 "diff", "rules check", "rules test"):
+        shown = _kvrules(*name.split(), "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+        assert "<text|json" in shown, name

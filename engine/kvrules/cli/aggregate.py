@@ -25,7 +25,7 @@ def aggregate(campaigns: opt.Campaigns,
                   show_default=False)],
               rules: opt.Rules = None, plan: opt.Plan = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
-              fmt: opt.FormatOption = opt.Format.table) -> None:
+              fmt: opt.FormatOption = opt.Format.text) -> None:
     from kvrules.consumers.aggregate import aggregate_paths
     from kvrules.consumers.render import render_aggregation, render_json
     from kvrules.consumers.rows import write_rows

@@ -22,9 +22,15 @@ from kvrules.cli import diff, explain, rules
 from kvrules.cli import report
 from kvrules.verdicts.model import KVRULES_VERSION
 
+FORMAT_ALIASES = {"table": "text", "pretty": "text"}
+"""Earlier names of the human ``--format``, still accepted: every command now calls it
+``text`` (click normalizes choice values, and only them, through this table)."""
+
 app = typer.Typer(
     name="kvrules", no_args_is_help=True, add_completion=True,
-    pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"],
+                      "token_normalize_func": lambda token: FORMAT_ALIASES.get(token, token)},
     help="Classify the KV seed regime of forward-pass benchmark points with a declarative "
          "policy, and decide which points may be used.")
 

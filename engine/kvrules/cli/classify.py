@@ -17,9 +17,10 @@ if TYPE_CHECKING:  # the library is imported when the command runs, not for --he
 
 
 class Format(str, Enum):
-    table = "table"
+    text = "text"
     json = "json"
     jsonl = "jsonl"
+    github = "github"
 
 
 HELP = (
@@ -66,13 +67,15 @@ def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
     """The report in the chosen format, produced as the cells arrive (jsonl and json are
     written cell by cell; the table keeps one short row per cell until the end). On a
     terminal the table fits its width; in a file or a pipe it is never wrapped."""
-    from kvrules.verdicts.render import iter_json, iter_jsonl
+    from kvrules.verdicts.render import iter_github, iter_json, iter_jsonl
     from kvrules.verdicts.table import TABLE_WIDTH, table_of
     identity = _policy_identity(policy)
     if fmt is Format.jsonl:
         return iter_jsonl(identity, cells)
     if fmt is Format.json:
         return iter_json(identity, cells)
+    if fmt is Format.github:
+        return iter_github(cells)
     if output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
         return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"),
@@ -101,8 +104,9 @@ def classify(
         "--plan", metavar="FILE", help="collection-plan.json for a single cell folder.",
         show_default=False)] = None,
     fmt: Annotated[Format, typer.Option(
-        "--format", "-f", help="table for people, json one document, jsonl streamed records.",
-        case_sensitive=False)] = Format.table,
+        "--format", "-f", help="text (a table) for people, json one document, jsonl "
+        "streamed records, github workflow annotations of the evidence errors.",
+        case_sensitive=False)] = Format.text,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write the report to FILE (atomically) "
         "instead of stdout.", show_default=False)] = None,
@@ -127,7 +131,7 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
         check_output(output)
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
-        shared_tty = fmt is not Format.table and output is None and sys.stdout.isatty()
+        shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
         with CellProgress(enabled=not shared_tty) as progress:
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
                                                progress=progress))

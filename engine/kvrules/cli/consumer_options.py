@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the commands import the library only when they run
 
 
 class Format(str, Enum):
-    table = "table"
+    text = "text"
     json = "json"
 
 
@@ -40,7 +40,7 @@ NoDense = Annotated[bool, typer.Option(
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
                                    help="Cells classified in parallel.")]
 FormatOption = Annotated[Format, typer.Option(
-    "--format", "-f", help="table for people, json one document.", case_sensitive=False)]
+    "--format", "-f", help="text (a table) for people, json one document.", case_sensitive=False)]
 
 
 def policy(rules: Path | None, no_dense_synthetic_kv: bool) -> api.Policy:

@@ -24,7 +24,7 @@ def publish(rows: Annotated[Path, typer.Argument(metavar="ROWS", show_default=Fa
                                                  help="Rows written by kvrules aggregate.")],
             root: Annotated[Path, typer.Option("--root", metavar="DIR", show_default=False,
                                                help="The publication root.")],
-            rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table,
+            rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.text,
             lock_timeout: Annotated[float, typer.Option(
                 "--lock-timeout", metavar="SECONDS", min=0,
                 help="How long to wait for another publisher's lock before giving up "

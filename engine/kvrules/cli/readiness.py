@@ -21,7 +21,7 @@ EPILOG = ("Examples:\n\nkvrules readiness examples/dense-legacy-stamp-format\n\n
 
 
 def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan = None,
-              fmt: opt.FormatOption = opt.Format.table,
+              fmt: opt.FormatOption = opt.Format.text,
               output: Annotated[Path | None, typer.Option(
                   "--output", "-o", metavar="FILE", help="Write the report to FILE "
                   "(atomically; not inside a campaign).", show_default=False)] = None,

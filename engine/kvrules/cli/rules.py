@@ -85,7 +85,7 @@ def check(
 
 
 class TestFormat(str, Enum):
-    pretty = "pretty"
+    text = "text"
     json = "json"
     github = "github"
     junit = "junit"
@@ -112,8 +112,8 @@ def test(
         show_default=False)] = None,
     fmt: Annotated[TestFormat, typer.Option(
         "--format", "-f", case_sensitive=False,
-        help="pretty for people, json for tools, github for workflow annotations, junit "
-        "for CI test reports.")] = TestFormat.pretty,
+        help="text for people, json for tools, github for workflow annotations, junit "
+        "for CI test reports.")] = TestFormat.text,
     min_coverage: Annotated[float, typer.Option(
         "--min-coverage", min=0, max=100, metavar="N",
         help="Fail when rule coverage is below N percent.")] = 0,

@@ -21,7 +21,7 @@ EPILOG = "Example:\n\nkvrules verify published"
 
 def verify(root: Annotated[Path, typer.Argument(metavar="DIR", show_default=False,
                                                 help="A publication root or table folder.")],
-           rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.table) -> None:
+           rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.text) -> None:
     from kvrules.consumers.render import render_json, render_verification
     from kvrules.consumers.verify import verify as check
     with usage_errors():

@@ -13,6 +13,7 @@ Every output is byte-deterministic for the same input.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Iterable, Iterator, Literal
 
 import orjson
@@ -156,6 +157,21 @@ def render_diagnostics(diags: Iterable[Diagnostic], fmt: DiagnosticFormat = "tex
     return "".join(line + "\n" for line in lines)
 
 
+def iter_github(cells: Iterable[CellVerdict]) -> Iterator[str]:
+    """``--format github``: each evidence error as a workflow annotation on its file
+    (relative to where the run started, as the campaign was typed), and a closing notice
+    with the run's totals, so a pull request shows what a campaign change broke."""
+    total = summarize([])
+    for cell in cells:
+        for diag in sort_diagnostics(cell.errors):
+            where = f"{cell.campaign.rstrip('/')}/{diag.file}" if diag.file else cell.campaign
+            yield _github_line(replace(diag, file=where,
+                                       message=f"{cell.cell_id}: {diag.message}")) + "\n"
+        total = add_summaries(total, summarize([cell]))
+    yield (f"::notice title=kvrules::{total.cells} cells ({total.cells_error} in error), "
+           f"{total.points_eligible}/{total.points} points eligible\n")
+
+
 __all__ = ["DIAGNOSTIC_FORMATS", "DiagnosticFormat", "TABLE_WIDTH", "TableRow", "iter_json",
-           "iter_jsonl", "render_diagnostics", "render_json", "render_table",
+           "iter_github", "iter_jsonl", "render_diagnostics", "render_json", "render_table",
            "render_table_rows", "table_of", "table_row"]
