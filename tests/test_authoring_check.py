@@ -245,10 +245,12 @@ def _shipped_copy(tmp_path: Path) -> Path:
     return folder
 
 
-def _edit(path: Path, old: str, new: str) -> None:
+def _edit(path: Path, old: str, new: str) -> int:
+    """Replace the first ``old`` by ``new``; the 1-based line where the edit starts."""
     text = path.read_text(encoding="utf-8")
     assert old in text
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return text[:text.index(old)].count("\n") + 1
 
 
 def _findings(folder: Path) -> list[tuple[str, int, str]]:
@@ -258,10 +260,10 @@ def _findings(folder: Path) -> list[tuple[str, int, str]]:
 
 def test_an_undeclared_condition_id_is_an_error_at_its_line(tmp_path: Path) -> None:
     folder = _shipped_copy(tmp_path)
-    _edit(folder / "cache_kinds.yaml", "condition: D9, reason: \"rank {rank.rank} has no",
-          "condition: D22, reason: \"rank {rank.rank} has no")
+    line = _edit(folder / "cache_kinds.yaml", "condition: D9, reason: \"rank {rank.rank} has no",
+                 "condition: D22, reason: \"rank {rank.rank} has no")
     assert _findings(folder) == [(
-        codes.RULE_VOCABULARY_ERROR, 8, "condition 'D22' is not declared under "
+        codes.RULE_VOCABULARY_ERROR, line, "condition 'D22' is not declared under "
         "policy.qualifications.dense_synthetic_kv.conditions (declared: D1, D2, D3, D4, D5, "
         "D6, D7, D8, D9)")]
 
@@ -269,21 +271,21 @@ def test_an_undeclared_condition_id_is_an_error_at_its_line(tmp_path: Path) -> N
 def test_a_fact_typo_is_one_finding_with_a_suggestion(tmp_path: Path) -> None:
     """Not also 'rank is not bound' for every use of the alias the typo left unbound."""
     folder = _shipped_copy(tmp_path)
-    _edit(folder / "cache_kinds.yaml", "      - fact: rank\n", "      - fact: rnak\n")
-    assert _findings(folder) == [(codes.RULE_UNKNOWN_FACT, 6,
+    line = _edit(folder / "cache_kinds.yaml", "      - fact: rank\n", "      - fact: rnak\n")
+    assert _findings(folder) == [(codes.RULE_UNKNOWN_FACT, line,
                                   "unknown fact type 'rnak' (did you mean 'rank'?)")]
 
 
 def test_field_and_alias_typos_suggest_the_known_name(tmp_path: Path) -> None:
     folder = _shipped_copy(tmp_path)
-    _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
-          "{not: {gruops: {is: array}}}")
-    _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
-          "has no cache groups (groups is {rnak.groups})")
+    field = _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+                  "{not: {gruops: {is: array}}}")
+    alias = _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
+                  "has no cache groups (groups is {rnak.groups})")
     assert _findings(folder) == [
-        (codes.RULE_UNKNOWN_FIELD, 7, "fact 'rank' has no field 'gruops' (did you mean "
+        (codes.RULE_UNKNOWN_FIELD, field, "fact 'rank' has no field 'gruops' (did you mean "
          "'groups'?)"),
-        (codes.RULE_UNKNOWN_ALIAS, 8, "'rnak' is not bound by an earlier positive pattern "
+        (codes.RULE_UNKNOWN_ALIAS, alias, "'rnak' is not bound by an earlier positive pattern "
          "(did you mean 'rank'?)")]
 
 
@@ -322,14 +324,14 @@ def test_cli_checks_the_local_rules_folder_and_files_of_a_policy(
     copy); files, as pre-commit passes them, check the policy they belong to, once."""
     folder = _shipped_copy(tmp_path)
     folder.rename(tmp_path / "rules")
-    _edit(tmp_path / "rules" / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
-          "{not: {gruops: {is: array}}}")
+    line = _edit(tmp_path / "rules" / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
+                 "{not: {gruops: {is: array}}}")
     monkeypatch.chdir(tmp_path)
     for args in (["check"], ["check", "rules/cache_kinds.yaml", "rules/dense.yaml"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, result.output
         assert result.stdout.count("rules: 9 files") == 1
-        assert "rules/cache_kinds.yaml:7:38: rule_unknown_field_error" in result.stdout
+        assert f"rules/cache_kinds.yaml:{line}:38: rule_unknown_field_error" in result.stdout
 
 
 def test_cli_sarif_and_github_formats(runner: CliRunner, tmp_path: Path) -> None:
