@@ -148,3 +148,45 @@ def test_one_format_vocabulary_earlier_names_still_work(tmp_path: Path, old: str
                  "diff", "rules check", "rules test"):
         shown = _kvrules(*name.split(), "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
         assert "<text|json" in shown, name
+
+
+def _on_a_terminal(args: list[str], columns: int, cwd: Path) -> str:
+    """What ``kvrules ARGS`` shows on a terminal ``columns`` wide (a pseudo-terminal)."""
+    import pty
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", *args], stdout=follower,
+                            stderr=subprocess.DEVNULL, cwd=cwd,
+                            env={**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=120) in (0, 1)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_table_on_an_80_column_terminal_is_the_readme_one() -> None:
+    import re
+    block = re.search(r"<!-- table-80 -->\n```\n\$ (.*?)\n(.*?)```\n", README.read_text(
+        encoding="utf-8"), re.S)
+    assert block is not None
+    command, shown = block.groups()
+    printed = _on_a_terminal(command.split()[1:], 80, README.parent)
+    digest = re.compile(r"sha256:[0-9a-f]+")
+    assert digest.sub("sha256:...", printed) == digest.sub("sha256:...", shown)
+    assert all(len(line) <= 80 for line in printed.splitlines()  # but a single path
+               if " " in line.strip())
+    for line in printed.splitlines():  # every cell id and regime whole on its line
+        for word in ("fpm-llama31-8b-decode-tp1", "skip:dense_model_content_insensitive"):
+            if word[:8] in line:
+                assert word in line
