@@ -177,7 +177,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_the_table_on_an_80_column_terminal_is_the_readme_one() -> None:
     import re
-    block = re.search(r"<!-- table-80 -->\n```\n\$ (.*?)\n(.*?)```\n", README.read_text(
+    block = re.search(r"<!-- table-80 -->\n```text\n\$ (.*?)\n(.*?)```\n", README.read_text(
         encoding="utf-8"), re.S)
     assert block is not None
     command, shown = block.groups()

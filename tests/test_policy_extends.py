@@ -129,10 +129,13 @@ def test_an_added_rule_fires_next_to_the_base_rules(tmp_path: Path) -> None:
 def test_a_same_id_rule_without_override_is_a_duplicate(tmp_path: Path) -> None:
     team = write(tmp_path / "team", {"policy.yaml": HEADER.format(base="default"),
                                      "rules.yaml": RULE.format(rid="topology.d7_sizes")})
+    shipped = (Path(__file__).resolve().parents[1] / "rules" / "topology.yaml").read_text(
+        encoding="utf-8")
+    line = shipped[:shipped.index("id: topology.d7_sizes")].count("\n") + 1
     assert diagnostics(team) == [
         ("rules.yaml", 2, codes.RULE_DUPLICATE_ID, "rule id 'topology.d7_sizes' is already "
-         "used by the base policy at rules/topology.yaml:3; list it under policy.override to "
-         "replace that rule")]
+         f"used by the base policy at rules/topology.yaml:{line}; list it under "
+         "policy.override to replace that rule")]
 
 
 def test_an_override_replaces_the_base_rule(tmp_path: Path) -> None:
