@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvrules.authoring.joins import Blocker, Traced, why_not
+from kvrules.authoring.joins import Blocker, Only, Traced, why_not
 from kvrules.authoring.phrases import value_text
 from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
 from kvrules.authoring.rulefacts import Evidence, evidence_of
@@ -89,11 +89,15 @@ def point_causes(traced: Traced, cls: str, row: Any, decided_by: str | None) -> 
         if d.decision is None or d.decision.id != decision.id or d.order is None \
                 or d.order >= order or not regime_is_eligible(traced, cls, d.regime, d.rule.id):
             continue
-        b = why_not(traced, d.rule, lambda p, f, d=d: p.alias != d.subject or p.negated
-                    or f.id == cls)
+        b = why_not(traced, d.rule, subject_only(d.subject, cls))
         if b is not None:
             found.append((-_held(d.rule, b), d.order, _cause(traced, d, b, {cls: row})))
     return tuple(c for _, _, c in sorted(found, key=lambda t: (t[0], t[1])))
+
+
+def subject_only(subject: str | None, cls: str) -> Only:
+    """Replay a step with its subject bound to this point only."""
+    return lambda p, f: p.alias != subject or p.negated or f.id == cls
 
 
 def _held(rule: Rule, b: Blocker) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
-from kvrules.authoring.causes import Cause, point_causes
+from kvrules.authoring.causes import Cause, point_causes, subject_only
 from kvrules.authoring.explain_cell import CellExplanation, PointsByCause, explain_cell
 from kvrules.authoring.joins import SessionFact, Traced, trace_cell, why_not
 from kvrules.authoring.phrases import fact_label, value_text
@@ -171,7 +171,7 @@ def _why_nots(traced: Traced, cls: str, row: Any) -> list[WhyNot]:
                 out.append(WhyNot(d.rule.id, _proposal(d), "outranked",
                                   f"held, but an earlier step decided ({decided_by})"))
             continue
-        blocker = why_not(traced, d.rule, _subject_only(d, cls))
+        blocker = why_not(traced, d.rule, subject_only(d.subject, cls))
         out.append(why_not_of(traced, d.rule, _proposal(d), blocker, {cls: row}))
     return out
 
@@ -184,10 +184,6 @@ def _decided_by(traced: Traced, cls: str) -> str | None:
 def _proposal(d: Decider) -> str:
     """What the decider would decide (a step's id already says where it stands)."""
     return str(d.regime)
-
-
-def _subject_only(d: Decider, cls: str) -> Any:
-    return lambda p, f: p.alias != d.subject or p.negated or f.id == cls
 
 
 def load_traced(path: str, cell_id: str | None, policy: CompiledPolicy,
