@@ -19,7 +19,10 @@ from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
 from kvrules.authoring.rulefacts import Evidence, evidence_of
 from kvrules.authoring.whynot import why_not_of
 from kvrules.policy.evaluate import atoms, eval_expr
-from kvrules.policy.model import Rule
+from kvrules.policy.model import Expr, Rule
+
+GUARD_OPS = ("exists", "is")
+"""Operators that guard a field's presence or type rather than test its content."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Cause:
     step: str
     regime: str
     detail: str
+    held: int
+    """How many of the step's conditions held before it was stopped (how near it came)."""
     conditions: tuple[ConditionCause, ...] = ()
     evidence: tuple[Evidence, ...] = ()
 
@@ -91,8 +96,8 @@ def point_causes(traced: Traced, cls: str, row: Any, decided_by: str | None) -> 
             continue
         b = why_not(traced, d.rule, subject_only(d.subject, cls))
         if b is not None:
-            found.append((-_held(d.rule, b), d.order, _cause(traced, d, b, {cls: row})))
-    return tuple(c for _, _, c in sorted(found, key=lambda t: (t[0], t[1])))
+            found.append((d.order, _cause(traced, d, b, {cls: row})))
+    return tuple(c for _, c in sorted(found, key=lambda t: (-t[1].held, t[0])))
 
 
 def subject_only(subject: str | None, cls: str) -> Only:
@@ -110,14 +115,14 @@ def _held(rule: Rule, b: Blocker) -> int:
 
 
 def _cause(traced: Traced, d: Decider, b: Blocker, substitute: dict[str, Any]) -> Cause:
-    regime = str(d.regime)
+    regime, held = str(d.regime), _held(d.rule, b)
     if b.kind == "no_fact" and b.pattern.fact == "qualified":
         groups = _wanted_groups(traced, b)
         conds = tuple(c for g in groups for c in qualification_failures(traced, g))
         return Cause(d.rule.id, regime, "the cell does not qualify for " + ", ".join(groups),
-                     conds)
+                     held, conds)
     w = why_not_of(traced, d.rule, regime, b, substitute)
-    return Cause(d.rule.id, regime, w.detail, (), w.evidence)
+    return Cause(d.rule.id, regime, w.detail, held, (), w.evidence)
 
 
 def _wanted_groups(traced: Traced, b: Blocker) -> list[str]:
@@ -152,16 +157,22 @@ def qualification_failures(traced: Traced, group: str) -> tuple[ConditionCause, 
 
 
 def _failure_location(traced: Traced, rule: Rule, bound: dict[str, str]) -> str:
-    """``file#pointer`` the failing rule's conditions read (their common pointer prefix)."""
-    tested = {p.alias: [a.field for a in atoms(p.where)
-                        if a.field not in FACT_KEYS.get(p.fact, ())]
-              for p in rule.positives}
+    """``file#pointer`` the failing rule's conditions read (their common pointer prefix);
+    presence and type guards (``block: {exists: true}``) only count when nothing else is
+    tested."""
+    tested = {p.alias: _tested_fields(p.fact, p.where) for p in rule.positives}
     ev = [e for e in evidence_of(traced, rule, bound, fields=tested) if e.file] \
         or [e for e in evidence_of(traced, rule, bound) if e.file]
     if not ev:
         return ""
     same = [e.pointer for e in ev if e.file == ev[0].file]
     return f"{ev[0].file}#{_common_pointer(same)}"
+
+
+def _tested_fields(fact: str, where: Expr | None) -> list[str]:
+    tests = [a for a in atoms(where) if a.field not in FACT_KEYS.get(fact, ())]
+    content = [a for a in tests if a.op not in GUARD_OPS]
+    return list(dict.fromkeys(a.field for a in content or tests))
 
 
 def _common_pointer(pointers: list[str]) -> str:

@@ -52,7 +52,7 @@ def answer_lines(label: str, status: str, regime: str | None, eligible: bool,
                                                         for e in errors[1:]]
     if eligible:
         return [f"{label}: {regime}, eligible: {reason}"]
-    if not causes:
+    if not causes or not causes[0].held:  # no eligible step came near: the decider says why
         return [f"{label}: {regime}, not eligible: {reason}"]
     first = causes[0]
     return [f"{label}: {regime}, not eligible: {first.text()}"] + [
