@@ -293,3 +293,11 @@ def test_the_readme_shows_real_explain_output(command: str, runner: CliRunner,
     shown_block = text.split(f"$ {command}\n", 1)[1].split("\n```", 1)[0] + "\n"
     monkeypatch.chdir(README.parent)  # paths are shown relative to the current directory
     assert _run(runner, *command.split()[2:]) == shown_block
+
+
+def test_a_policy_parameter_is_named_as_the_location(runner: CliRunner) -> None:
+    out = _run(runner, str(EXAMPLES / "dense-native-skip-format"), "--no-dense-synthetic-kv")
+    assert out.splitlines()[0] == (
+        "points 1-2: fake_fallback, not eligible: the cell does not qualify for "
+        "dense_synthetic_kv: D1 failed: dense synthetic KV classification is off (policy "
+        "parameter dense_synthetic_kv)")

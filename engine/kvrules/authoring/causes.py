@@ -89,7 +89,7 @@ def point_causes(traced: Traced, cls: str, row: Any, decided_by: str | None) -> 
     if not mine or mine[0].decision is None or mine[0].order is None:
         return ()
     decision, order = mine[0].decision, mine[0].order
-    found: list[tuple[int, int, Cause]] = []
+    found: list[tuple[int, Cause]] = []
     for d in deciders(traced.cp.policy):
         if d.decision is None or d.decision.id != decision.id or d.order is None \
                 or d.order >= order or not regime_is_eligible(traced, cls, d.regime, d.rule.id):
@@ -161,10 +161,11 @@ def _failure_location(traced: Traced, rule: Rule, bound: dict[str, str]) -> str:
     presence and type guards (``block: {exists: true}``) only count when nothing else is
     tested."""
     tested = {p.alias: _tested_fields(p.fact, p.where) for p in rule.positives}
-    ev = [e for e in evidence_of(traced, rule, bound, fields=tested) if e.file] \
-        or [e for e in evidence_of(traced, rule, bound) if e.file]
+    read = evidence_of(traced, rule, bound, fields=tested)
+    ev = [e for e in read if e.file] or [e for e in evidence_of(traced, rule, bound) if e.file]
     if not ev:
-        return ""
+        params = [e.field for e in read if e.fact == "params"]
+        return f"policy parameter {params[0]}" if params else ""
     same = [e.pointer for e in ev if e.file == ev[0].file]
     return f"{ev[0].file}#{_common_pointer(same)}"
 

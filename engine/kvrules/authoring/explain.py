@@ -29,6 +29,7 @@ from kvrules.facts.extract import extract_cell
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.decisions import PICK_ALIAS, decision_of
 from kvrules.policy.model import Rule
+from kvrules.verdicts.model import PointVerdict
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def explain_point(traced: Traced, benchmark_id: int) -> PointExplanation:
     """The chain to the point's verdict and the why-not of every other regime decider."""
     v = next(p for p in traced.verdict.points if p.benchmark_id == benchmark_id)
     cls = traced.class_of[benchmark_id]
-    row = next(r.fact for r in traced.cell.points if r.benchmark_id == benchmark_id)
+    row = _row(traced, benchmark_id)
     mine = [d for d in traced.evaluation.derived if d.fields.get("point") == cls]
     eligible = [d for d in mine if d.type == "verdict_eligible"]  # its chain holds the regime's
     roots = eligible[:1] or [d for d in mine if d.type == "verdict_regime"][:1]
@@ -80,11 +81,20 @@ def explain_point(traced: Traced, benchmark_id: int) -> PointExplanation:
     why = _why_nots(traced, cls, row) if v.status == "ok" else []
     causes = point_causes(traced, cls, row, v.decided_by) \
         if v.status == "ok" and not v.eligible else ()
-    reason = next((e.reason for e in traced.evaluation.events
-                   if e.rule == v.decided_by and cls in e.points), "")
+    reason = _decided_reason(traced, cls, v.decided_by)
     return PointExplanation(traced.cell.campaign, traced.cell.cell_id, benchmark_id, v.status,
                             v.kv_seed_regime, v.eligible, v.decided_by, reason, causes,
                             tuple(chain), tuple(why), shown_errors(traced))
+
+
+def _row(traced: Traced, benchmark_id: int) -> Any:
+    return next(r.fact for r in traced.cell.points if r.benchmark_id == benchmark_id)
+
+
+def _decided_reason(traced: Traced, cls: str, decided_by: str | None) -> str:
+    """The reason the deciding rule gave for this point's class."""
+    return next((e.reason for e in traced.evaluation.events
+                 if e.rule == decided_by and cls in e.points), "")
 
 
 def shown_errors(traced: Traced) -> tuple[Diagnostic, ...]:
@@ -221,24 +231,37 @@ def explain(path: str, cell_id: str | None, point: int | None, policy: CompiledP
 
 
 def _ineligible_points(traced: Traced) -> tuple[PointsByCause, ...]:
-    """Every classified point that is not eligible, grouped by regime and root cause (the
-    first point of a group stands for its evidence)."""
-    groups: dict[tuple[Any, ...], list[PointExplanation]] = {}
+    """Every classified point that is not eligible, grouped by regime and root cause; the
+    first point of a group stands for its evidence. Points of one class share a verdict, so
+    their causes are found once."""
+    by_class: dict[str, tuple[str, tuple[Cause, ...]]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    first: dict[tuple[Any, ...], tuple[PointVerdict, str, tuple[Cause, ...]]] = {}
     for p in sorted(traced.verdict.points, key=lambda p: p.benchmark_id):
-        if p.status == "ok" and not p.eligible:
-            x = explain_point(traced, p.benchmark_id)
-            groups.setdefault(_cause_key(x), []).append(x)
-    return tuple(PointsByCause(tuple(x.benchmark_id for x in xs), xs[0].regime,
-                               xs[0].decided_by, xs[0].reason, xs[0].causes)
-                 for xs in groups.values())
+        if p.status != "ok" or p.eligible:
+            continue
+        cls = traced.class_of[p.benchmark_id]
+        if cls not in by_class:
+            by_class[cls] = (_decided_reason(traced, cls, p.decided_by),
+                             point_causes(traced, cls, _row(traced, p.benchmark_id),
+                                          p.decided_by))
+        reason, causes = by_class[cls]
+        key = (p.kv_seed_regime, *cause_key(reason, causes))
+        groups.setdefault(key, []).append(p.benchmark_id)
+        first.setdefault(key, (p, reason, causes))
+    return tuple(PointsByCause(tuple(ids), first[k][0].kv_seed_regime, first[k][0].decided_by,
+                               first[k][1], first[k][2]) for k, ids in groups.items())
 
 
-def _cause_key(x: PointExplanation) -> tuple[Any, ...]:
-    """Points share a cause when the same step was stopped by the same thing."""
-    if not x.causes:
-        return (x.regime, x.decided_by, x.reason)
-    c = x.causes[0]
-    return (x.regime, x.decided_by, c.step, c.detail, tuple(k.text() for k in c.conditions))
+def cause_key(reason: str, causes: tuple[Cause, ...]) -> tuple[Any, ...]:
+    """What the answer says is the cause: a qualification's failed conditions, a step's
+    blocker, or (no eligible step came near) the deciding step's reason."""
+    if not causes or not causes[0].held:
+        return ("decided", reason)
+    c = causes[0]
+    if c.conditions:
+        return ("qualification", tuple(k.text() for k in c.conditions))
+    return ("step", c.step, c.detail)
 
 
 def ranges(ids: list[int]) -> str:
