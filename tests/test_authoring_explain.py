@@ -163,7 +163,8 @@ def test_sliding_window_fails_d9_on_rank_0(policy: CompiledPolicy, runner: CliRu
     assert result.exit_code == 0
     at = shown("dense-sliding-window")
     assert ("    rank 0: FAILED\n"
-            "      cache.d9_no_groups did not fire: needs groups is not an array\n"
+            "      cache.d9_no_groups did not fire: needs groups is not an array or groups is "
+            "empty\n"
             ) in result.stdout
     assert ("      cache.d9_unknown_group_kind fired: rank 0 group 0 is SlidingWindowSpec\n"
             f"        rank 0 group 0: spec_index is absent  ({at}#/engine/kv_cache/groups/0)\n"

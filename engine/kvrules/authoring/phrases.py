@@ -87,6 +87,33 @@ def expr_text(expr: Expr | None) -> str:
                        else f"({expr_text(c)})" for c in expr.children)
 
 
+def failed_text(where: Expr | None, atom: Atom) -> str:
+    """The condition a rule needed where ``atom`` failed: the atom, or the whole ``any`` it
+    belongs to (each alternative failed, so naming one would mislead)."""
+    group = or_around(where, atom)
+    return expr_text(group) if group is not None else condition_text(atom)
+
+
+def or_around(expr: Expr | None, atom: Atom) -> Expr | None:
+    """The innermost ``or`` holding ``atom`` (by identity), if any."""
+    if expr is None or expr.kind == "atom":
+        return None
+    for child in expr.children:
+        if child.kind == "atom" and child.atom is atom:
+            return expr if expr.kind == "or" else None
+        inner = or_around(child, atom)
+        if inner is not None:
+            return inner
+        if expr.kind == "or" and _holds_atom(child, atom):
+            return expr
+    return None
+
+
+def _holds_atom(expr: Expr, atom: Atom) -> bool:
+    return expr.atom is atom if expr.kind == "atom" else any(_holds_atom(c, atom)
+                                                             for c in expr.children)
+
+
 def absence_text(p: Pattern) -> str:
     """A ``none`` pattern in words: ``no plan``, ``no condition_failed where group is ...``."""
     return f"no {p.fact}" + (f" where {expr_text(p.where)}" if p.where else "")

@@ -5,8 +5,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvrules.authoring.joins import Blocker, Traced
-from kvrules.authoring.phrases import absence_text, condition_text, fact_label
+from kvrules.authoring.phrases import absence_text, fact_label, failed_text, or_around
 from kvrules.authoring.rulefacts import Evidence, evidence_of
+from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Pattern, Rule
 
 
@@ -34,10 +35,12 @@ def why_not_of(traced: Traced, rule: Rule, proposes: str, b: Blocker | None,
         return WhyNot(rule.id, proposes, "blocked",
                       f"needs {absence_text(b.pattern)}, but {name} exists{by}")
     assert b.fact is not None and b.atom is not None
+    group = or_around(b.pattern.where, b.atom)
+    read = [b.atom.field] if group is None else list(dict.fromkeys(a.field for a in atoms(group)))
     ev = evidence_of(traced, rule, {b.pattern.alias: b.fact.id}, substitute,
-                     fields={b.pattern.alias: [b.atom.field]})
+                     fields={b.pattern.alias: read})
     of = f" (the closest of {b.candidates} {b.pattern.fact} facts)" if b.candidates > 1 else ""
-    return WhyNot(rule.id, proposes, "failed", f"needs {condition_text(b.atom)}{of}",
+    return WhyNot(rule.id, proposes, "failed", f"needs {failed_text(b.pattern.where, b.atom)}{of}",
                   tuple(ev))
 
 
