@@ -146,8 +146,8 @@ def test_a_cell_is_explained_condition_by_condition_on_every_rank(
     block1 = json.loads((EXAMPLES / "dp2-peer-ineligible" / bench1).read_text())["kvwarm"]
     at = shown("dp2-peer-ineligible", bench1)
     assert fired == [Check("dense.d2_skip_reason", True,
-                           'rank 1: kvwarm.skip_reason is "peer_ineligible", expected '
-                           '"dense_model_content_insensitive"',
+                           "rank 1: kvwarm.skip_reason is peer_ineligible, expected "
+                           "dense_model_content_insensitive",
                            (Evidence("rank 1 kvwarm", "block", True, block1, at, "/kvwarm"),
                             Evidence("rank 1 kvwarm", "skip_reason", True, "peer_ineligible",
                                      at, "/kvwarm/skip_reason"),
