@@ -1,6 +1,8 @@
 """``kvrules explain``: how a verdict was reached, from raw evidence, and why not otherwise.
 
-For a point: the derivation of its regime (and eligibility) as a tree of fired rules down to
+The answer comes first: the verdict and its root cause (:mod:`kvrules.authoring.causes`);
+for a cell, its ineligible points grouped by that cause. Then the work, for a point:
+the derivation of its regime (and eligibility) as a tree of fired rules down to
 the extracted facts they read, each read field with its value and its place in the evidence
 (file, JSON pointer); then, for every rule that could have decided another regime, the first
 condition that stopped it and the value observed. For a cell: every condition of every

@@ -27,7 +27,7 @@ HELP = (
     "qualification condition (D1-D9) on every rank, with the rule that failed it or why each "
     "check held.\n\n"
     "Exit status: 0 the cell is classified, 1 the cell is in error, 2 usage error (unknown "
-    "cell or point, bad path, invalid rule files).")
+    "cell or point, several cells and no --cell, bad path, invalid rule files).")
 EPILOG = (
     "Examples:\n\n"
     "kvrules explain examples/dense-sliding-window --cell fpm-llama31-8b-decode-tp1 "
