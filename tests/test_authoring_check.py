@@ -280,8 +280,8 @@ def test_field_and_alias_typos_suggest_the_known_name(tmp_path: Path) -> None:
     folder = _shipped_copy(tmp_path)
     field = _edit(folder / "cache_kinds.yaml", "{not: {groups: {is: array}}}",
                   "{not: {gruops: {is: array}}}")
-    alias = _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
-                  "has no cache groups (groups is {rnak.groups})")
+    alias = _edit(folder / "cache_kinds.yaml", "engine.kv_cache.groups is {rank.groups}",
+                  "engine.kv_cache.groups is {rnak.groups}")
     assert _findings(folder) == [
         (codes.RULE_UNKNOWN_FIELD, field, "fact 'rank' has no field 'gruops' (did you mean "
          "'groups'?)"),
@@ -291,8 +291,8 @@ def test_field_and_alias_typos_suggest_the_known_name(tmp_path: Path) -> None:
 
 def test_the_same_finding_is_reported_once(tmp_path: Path) -> None:
     folder = _shipped_copy(tmp_path)
-    _edit(folder / "cache_kinds.yaml", "has no cache groups (groups is {rank.groups})",
-          "has no cache groups (groups is {rank.gruops}, {rank.gruops})")
+    _edit(folder / "cache_kinds.yaml", "engine.kv_cache.groups is {rank.groups}",
+          "engine.kv_cache.groups is {rank.gruops}, {rank.gruops}")
     result = check_policy(str(folder))
     assert len(result.diagnostics) == len(set(result.diagnostics)) == 1
 

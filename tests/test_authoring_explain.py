@@ -2,7 +2,10 @@
 why-not of every other regime, and dense eligibility condition by condition on every rank."""
 from __future__ import annotations
 
+import copy
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,11 @@ from kvrules.pipeline import compile_policy
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CELL = "fpm-llama31-8b-decode-tp1"
 BENCH = f"cells/{CELL}/raw/{CELL}-worker-0/benchmark.json"
+
+
+def shown(example: str, file: str = BENCH) -> str:
+    """An evidence path as explain shows it: relative to the current directory."""
+    return os.path.relpath(EXAMPLES / example / file)
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +54,11 @@ def test_a_point_chain_goes_from_the_verdict_down_to_the_evidence(policy: Compil
     assert isinstance(x, PointExplanation)
     assert (x.regime, x.eligible, x.decided_by) == ("fake_fallback", False,
                                                     "regime.step7_unapproved_skip")
-    assert [(s.depth, s.rule) for s in x.chain] == [
-        (0, "regime.first_matching_step"), (1, "regime.step7_unapproved_skip")]
-    assert x.chain[0].negations == ("no earlier step of decision 'regime' holds for this point",)
-    assert x.chain[1].derived == \
-        "regime_candidate {point: 'p2', step: 11, regime: 'fake_fallback'}"
-    assert Evidence("kvwarm", "skip_reason", True, "dense_model_content_insensitive", BENCH,
-                    "/kvwarm/skip_reason") in x.chain[1].evidence
+    assert [(s.depth, s.rule) for s in x.chain] == [(0, "regime.step7_unapproved_skip")]
+    assert x.chain[0].negations == ("no earlier step of decision 'regime' holds for point 2",)
+    assert x.chain[0].derived == 'decides "fake_fallback"'
+    assert Evidence("kvwarm", "skip_reason", True, "dense_model_content_insensitive",
+                    shown("dense-sliding-window"), "/kvwarm/skip_reason") in x.chain[0].evidence
 
 
 def test_why_not_names_the_first_failed_condition_and_the_observed_value(
@@ -61,14 +67,14 @@ def test_why_not_names_the_first_failed_condition_and_the_observed_value(
     assert isinstance(x, PointExplanation)
     by_rule = {w.rule: w for w in x.why_not}
     stamp = by_rule["regime.step5_dense_stamp_format"]
-    assert (stamp.status, stamp.detail) == (
-        "failed", "point p2: native_regime eq 'fake_fallback' does not hold")
-    assert stamp.evidence == (Evidence("p2", "native_regime", True,
-                                       "skip:dense_model_content_insensitive", BENCH,
+    assert (stamp.status, stamp.detail) == ("failed", 'needs native_regime is "fake_fallback"')
+    assert stamp.evidence == (Evidence("point 2", "native_regime", True,
+                                       "skip:dense_model_content_insensitive",
+                                       shown("dense-sliding-window"),
                                        "/results/1/kv_seed_regime"),)
     native = by_rule["regime.step5_dense_native_format"]
     assert (native.status, native.detail) == (
-        "no fact", "needs a qualified fact: not qualified (dense_synthetic_kv: D9)")
+        "no fact", "needs the cell to qualify for dense_synthetic_kv (failed: D9)")
     assert by_rule["regime.step8_no_evidence"].status == "outranked"
     assert set(by_rule) == {d.rule.id for d in deciders(policy.policy)} - {
         "regime.step7_unapproved_skip"}
@@ -79,15 +85,14 @@ def test_an_eligible_point_shows_eligibility_regime_candidate_and_qualification(
     x = _explain(policy, "dense-legacy-stamp-format", 1)
     assert isinstance(x, PointExplanation)
     assert [(s.depth, s.rule) for s in x.chain] == [
-        (0, "regime.eligible"), (1, "regime.first_matching_step"),
-        (2, "regime.step5_dense_stamp_format"), (3, "dense.qualified")]
-    assert x.chain[3].negations == (
-        "no condition_failed where group eq 'dense_synthetic_kv'",)
+        (0, "regime.eligible"), (1, "regime.step5_dense_stamp_format"), (2, "dense.qualified")]
+    assert x.chain[2].negations == (
+        'no condition_failed where group is "dense_synthetic_kv"',)
     text = render_point_text(x)
-    assert "verdict: skip:dense_model_content_insensitive, eligible, decided by " \
-           "regime.step5_dense_stamp_format" in text
-    assert f'p1.sample_reasons = ["capture", "kvwarm_fake_fallback"]  ({BENCH}#' \
-           "/results/0/point/sample_reasons)" in text
+    assert text.startswith("point 1: skip:dense_model_content_insensitive, eligible: step 5: "
+                           "dense full-attention cell, legacy stamp format\n")
+    assert f'point 1: sample_reasons = ["capture", "kvwarm_fake_fallback"]  (' \
+           f'{shown("dense-legacy-stamp-format")}#/results/0/point/sample_reasons)' in text
 
 
 def test_a_point_of_an_error_cell_shows_the_rule_that_raised_the_error(
@@ -100,6 +105,11 @@ def test_a_point_of_an_error_cell_shows_the_rule_that_raised_the_error(
     result = runner.invoke(app, ["explain", str(EXAMPLES / "native-skip-with-stamp"),
                                  "--cell", CELL, "--point", "1"])
     assert result.exit_code == 1 and "errors:\n  stamp_regime_mismatch:" in result.stdout
+    assert result.stdout.startswith(
+        "point 1: error: the cell is in error: stamp_regime_mismatch: benchmark 1: native "
+        "regime skip:dense_model_content_insensitive must carry no stamp (reasons "
+        f'["capture", "kvwarm_fake_fallback"]) ({shown("native-skip-with-stamp")}'
+        "#/results/0/kv_seed_regime)\n")
 
 
 def test_every_why_not_agrees_with_what_fired(policy: CompiledPolicy) -> None:
@@ -134,27 +144,31 @@ def test_a_cell_is_explained_condition_by_condition_on_every_rank(
     fired = [c for c in d2_rank1.checks if c.fired]
     bench1 = f"cells/{CELL}-dp2/raw/{CELL}-dp2-worker-0/benchmark_dp1.json"
     block1 = json.loads((EXAMPLES / "dp2-peer-ineligible" / bench1).read_text())["kvwarm"]
+    at = shown("dp2-peer-ineligible", bench1)
     assert fired == [Check("dense.d2_skip_reason", True,
-                           "rank 1: kvwarm.skip_reason is peer_ineligible",
-                           (Evidence("warmup1", "block", True, block1, bench1, "/kvwarm"),
-                            Evidence("warmup1", "skip_reason", True, "peer_ineligible", bench1,
-                                     "/kvwarm/skip_reason"),
-                            Evidence("warmup1", "rank", True, 1, bench1, "/kvwarm")))]
+                           "rank 1: kvwarm.skip_reason is peer_ineligible, expected "
+                           "dense_model_content_insensitive",
+                           (Evidence("rank 1 kvwarm", "block", True, block1, at, "/kvwarm"),
+                            Evidence("rank 1 kvwarm", "skip_reason", True, "peer_ineligible",
+                                     at, "/kvwarm/skip_reason"),
+                            Evidence("rank 1 kvwarm", "rank", True, 1, at, "/kvwarm")))]
     holds = group.rows[1].checks[1]
     assert (holds.rule, holds.fired, holds.detail) == (
-        "dense.d2_not_enabled", False, "warmup0: not (enabled eq True) does not hold")
+        "dense.d2_not_enabled", False, "needs enabled is not true")
 
 
 def test_sliding_window_fails_d9_on_rank_0(policy: CompiledPolicy, runner: CliRunner) -> None:
     result = runner.invoke(app, ["explain", str(EXAMPLES / "dense-sliding-window"),
                                  "--cell", CELL], terminal_width=200)
     assert result.exit_code == 0
+    at = shown("dense-sliding-window")
     assert ("    rank 0: FAILED\n"
-            "      cache.d9_no_groups did not fire: rank0: not (groups is 'array') does not "
-            "hold\n") in result.stdout
+            "      cache.d9_no_groups did not fire: needs groups is not an array or groups is "
+            "empty\n"
+            ) in result.stdout
     assert ("      cache.d9_unknown_group_kind fired: rank 0 group 0 is SlidingWindowSpec\n"
-            f"        spec0.0.spec_index is absent  ({BENCH}#/engine/kv_cache/groups/0)\n"
-            f'        spec0.0.type = "SlidingWindowSpec"  ({BENCH}#/engine/kv_cache/groups/0)'
+            f"        rank 0 group 0: spec_index is absent  ({at}#/engine/kv_cache/groups/0)\n"
+            f'        rank 0 group 0: type = "SlidingWindowSpec"  ({at}#/engine/kv_cache/groups/0)'
             ) in result.stdout
 
 
@@ -170,3 +184,121 @@ def test_json_output_and_usage_errors(policy: CompiledPolicy, runner: CliRunner)
     result = runner.invoke(app, ["explain", str(EXAMPLES / "dense-native-skip-format"),
                                  "--cell", CELL, "-f", "json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["kind"] == "cell"
+
+
+def _run(runner: CliRunner, *args: str) -> str:
+    result = runner.invoke(app, ["explain", *args], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    return str(result.stdout)
+
+
+def test_a_point_answers_first_with_the_root_cause_and_its_location(
+        runner: CliRunner) -> None:
+    """The first line is the verdict and the condition that kept the point from an
+    eligible regime, with the evidence location; the other failed conditions follow, each
+    id once."""
+    out = _run(runner, str(EXAMPLES / "dense-no-engine-block"), "--cell", CELL, "--point", "1")
+    lines = out.splitlines()
+    assert lines[0] == (
+        "point 1: fake_fallback, not eligible: the cell does not qualify for "
+        "dense_synthetic_kv: D5 failed: rank 0 has no engine block: engine is absent, "
+        f"expected an object ({shown('dense-no-engine-block')}#/engine)")
+    assert [line.split(" failed:")[0] for line in lines[1:5]] == ["  D6", "  D7", "  D8", "  D9"]
+    assert lines[1].startswith("  D6 failed: rank 0 engine model absent is not an expected "
+                               "launched model: expected the plan's model_path")
+    assert "<absent>" not in out and " p1" not in out and "candidate" not in out
+    sliding = _run(runner, str(EXAMPLES / "dense-sliding-window"), "--point", "1")
+    assert sliding.splitlines()[0] == (
+        "point 1: fake_fallback, not eligible: the cell does not qualify for "
+        "dense_synthetic_kv: D9 failed: rank 0 group 0 is SlidingWindowSpec "
+        f"({shown('dense-sliding-window')}#/engine/kv_cache/groups/0)")
+
+
+def test_fails_shows_only_what_failed(runner: CliRunner) -> None:
+    cell = _run(runner, str(EXAMPLES / "dense-sliding-window"), "--fails")
+    assert "holds" not in cell and "did not fire" not in cell
+    assert "    rank 0: FAILED\n      cache.d9_unknown_group_kind fired: rank 0 group 0 is " \
+           "SlidingWindowSpec\n" in cell
+    full = _run(runner, str(EXAMPLES / "dense-sliding-window"))
+    assert "did not fire" in full and len(cell) < len(full) / 3
+    point = _run(runner, str(EXAMPLES / "dense-sliding-window"), "--point", "2", "--fails")
+    assert "how:" not in point and "why not:" not in point
+    assert ("eligible regimes not reached:\n  regime.step5_dense_native_format "
+            "(skip:dense_model_content_insensitive): the cell does not qualify for "
+            "dense_synthetic_kv\n      D9 failed: rank 0 group 0 is SlidingWindowSpec") in point
+
+
+def _campaign_with_points(tmp_path: Path) -> Path:
+    """dense-sliding-window with a third point like point 1."""
+    root = tmp_path / "campaign"
+    shutil.copytree(EXAMPLES / "dense-sliding-window", root)
+    bench = root / BENCH
+    doc = json.loads(bench.read_text())
+    again = copy.deepcopy(doc["results"][0])
+    again["point"]["benchmark_id"] = 3
+    doc["results"].append(again)
+    bench.write_text(json.dumps(doc))
+    return root
+
+
+def test_a_cell_lists_its_ineligible_points_grouped_by_cause(
+        runner: CliRunner, tmp_path: Path) -> None:
+    root = _campaign_with_points(tmp_path)
+    lines = _run(runner, str(root)).splitlines()
+    assert lines[0] == (
+        "points 1-3: fake_fallback, not eligible: the cell does not qualify for "
+        "dense_synthetic_kv: D9 failed: rank 0 group 0 is SlidingWindowSpec "
+        f"({os.path.relpath(root / BENCH)}#/engine/kv_cache/groups/0)")
+    assert lines[1] == ""
+    doc = json.loads(_run(runner, str(root), "-f", "json"))
+    (group,) = doc["points"]
+    assert (group["points"], group["regime"], doc["answer"]) == ([1, 2, 3], "fake_fallback",
+                                                                 lines[:1])
+    assert [(c["condition"], c["reasons"]) for c in group["causes"][0]["conditions"]] == [
+        ("D9", ["rank 0 group 0 is SlidingWindowSpec"])]
+
+
+def test_point_json_carries_the_root_cause(runner: CliRunner) -> None:
+    doc = json.loads(_run(runner, str(EXAMPLES / "dense-no-engine-block"), "--point", "2",
+                          "-f", "json"))
+    first = doc["causes"][0]
+    assert (first["step"], first["regime"], first["detail"]) == (
+        "regime.step5_dense_native_format", "skip:dense_model_content_insensitive",
+        "the cell does not qualify for dense_synthetic_kv")
+    assert [c["condition"] for c in first["conditions"]] == ["D5", "D6", "D7", "D8", "D9"]
+    assert first["conditions"][0]["location"] == f"{shown('dense-no-engine-block')}#/engine"
+    assert doc["answer"][0].startswith("point 2: fake_fallback, not eligible: the cell does "
+                                       "not qualify for dense_synthetic_kv: D5 failed:")
+
+
+def test_cell_is_optional_only_when_the_path_holds_one_cell(
+        runner: CliRunner, tmp_path: Path) -> None:
+    for name in ("dense-sliding-window", "moe-tp-approved-skip"):
+        shutil.copytree(EXAMPLES / name, tmp_path / name)
+    result = runner.invoke(app, ["explain", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "holds 2 cells: name one with --cell (cells: fpm-llama31-8b-decode-tp1, " \
+           "fpm-qwen3-30b-a3b-decode-tp2)" in result.output
+    one = _run(runner, str(tmp_path), "--cell", "fpm-qwen3-30b-a3b-decode-tp2")
+    assert one.startswith("cell fpm-qwen3-30b-a3b-decode-tp2: every point is eligible\n")
+
+
+README = EXAMPLES.parent / "README.md"
+
+
+@pytest.mark.parametrize("command", ["kvrules explain examples/dense-sliding-window --point 1",
+                                     "kvrules explain examples/dense-sliding-window --fails"])
+def test_the_readme_shows_real_explain_output(command: str, runner: CliRunner,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    text = README.read_text(encoding="utf-8")
+    shown_block = text.split(f"$ {command}\n", 1)[1].split("\n```", 1)[0] + "\n"
+    monkeypatch.chdir(README.parent)  # paths are shown relative to the current directory
+    assert _run(runner, *command.split()[2:]) == shown_block
+
+
+def test_a_policy_parameter_is_named_as_the_location(runner: CliRunner) -> None:
+    out = _run(runner, str(EXAMPLES / "dense-native-skip-format"), "--no-dense-synthetic-kv")
+    assert out.splitlines()[0] == (
+        "points 1-2: fake_fallback, not eligible: the cell does not qualify for "
+        "dense_synthetic_kv: D1 failed: dense synthetic KV classification is off (policy "
+        "parameter dense_synthetic_kv)")

@@ -370,10 +370,9 @@ def test_explain_names_the_order_and_the_outranked_steps() -> None:
                 compile_policy())
     assert isinstance(x, PointExplanation)
     rules = [s.rule for s in x.chain]
-    assert rules[:3] == ["regime.eligible", "regime.first_matching_step",
-                         "regime.step3_moe_tp_skip"]
+    assert rules[:2] == ["regime.eligible", "regime.step3_moe_tp_skip"]  # not the pick rule
     assert x.chain[1].negations == (
-        "no earlier step of decision 'regime' holds for this point",)
+        "no earlier step of decision 'regime' holds for point 1",)
     why = {w.rule: w for w in x.why_not}
     assert set(why) == set(SHIPPED_STEPS) - {"regime.step3_moe_tp_skip"}
     assert (why["regime.step8_no_evidence"].status, why["regime.step8_no_evidence"].detail) == (

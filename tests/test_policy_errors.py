@@ -193,8 +193,9 @@ def test_one_rank_failing_a_dense_check_disqualifies_the_cell(tmp_path):
     cell = classify(campaign)
     assert regimes(cell) == ["fake_fallback", "fake_fallback"]
     assert [f.reason for f in cell.qualifications["dense_synthetic_kv"].failed] == [
-        "rank 1 group 0 FullAttentionSpec is not plain full attention (sliding_window=1024, "
-        "attention_chunk_size=null, non_causal=false)"]
+        "rank 1 group 0 FullAttentionSpec is not plain full attention: expected "
+        "sliding_window null, attention_chunk_size null, non_causal false and no specs key; "
+        "found sliding_window 1024, attention_chunk_size null, non_causal false, specs absent"]
 
 
 # --- a campaign where one cell errors and the others are classified --------------------------

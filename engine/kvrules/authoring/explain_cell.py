@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kvrules.authoring.whynot import why_not_of
+from kvrules.authoring.causes import Cause
 from kvrules.authoring.joins import SessionFact, Traced, why_not
+from kvrules.authoring.whynot import why_not_of
 from kvrules.authoring.rulefacts import Evidence, evidence_of
 from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import Pattern, Rule
@@ -46,19 +47,34 @@ class GroupExplanation:
 
 
 @dataclass(frozen=True)
+class PointsByCause:
+    """Ineligible points of one cell that share a regime and a root cause."""
+
+    points: tuple[int, ...]
+    regime: str | None
+    decided_by: str | None
+    reason: str
+    causes: tuple[Cause, ...]
+
+
+@dataclass(frozen=True)
 class CellExplanation:
     campaign: str
     cell_id: str
     status: str
     errors: tuple[Diagnostic, ...]
+    points: tuple[PointsByCause, ...]
     groups: tuple[GroupExplanation, ...]
 
 
-def explain_cell(traced: Traced) -> CellExplanation:
-    """Every qualification group of the policy, condition by condition, scope by scope."""
+def explain_cell(traced: Traced, points: tuple[PointsByCause, ...] = (),
+                 errors: tuple[Diagnostic, ...] | None = None) -> CellExplanation:
+    """Every qualification group of the policy, condition by condition, scope by scope,
+    after the cell's errors and its ineligible points grouped by cause."""
     groups = tuple(_group(traced, name) for name in traced.cp.policy.qualifications)
     v = traced.verdict
-    return CellExplanation(v.campaign, v.cell_id, v.status, v.errors, groups)
+    return CellExplanation(v.campaign, v.cell_id, v.status,
+                           v.errors if errors is None else errors, points, groups)
 
 
 def _group(traced: Traced, group: str) -> GroupExplanation:
@@ -77,7 +93,7 @@ def _group(traced: Traced, group: str) -> GroupExplanation:
             rows.append(ConditionRow(condition, text, scope, not any(c.fired for c in found),
                                      found))
     q = traced.verdict.qualifications.get(group)
-    failed = tuple(f.id for f in q.failed) if q else ()
+    failed = tuple(dict.fromkeys(f.id for f in q.failed)) if q else ()
     return GroupExplanation(group, bool(q and q.eligible), failed, tuple(rows))
 
 

@@ -10,6 +10,7 @@ a rule of a lower one, so every replayed outcome is one the engine could have se
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -49,6 +50,14 @@ class Traced:
     evaluation: Evaluation
     class_of: dict[int, str]
     facts: dict[str, list[SessionFact]] = field(default_factory=dict)
+    root: str = ""
+    """The campaign folder as given (evidence paths are shown relative to it)."""
+
+    def shown_path(self, file: str) -> str:
+        """An evidence file relative to the current directory, as users type paths."""
+        if not file or not self.root:
+            return file
+        return os.path.relpath(os.path.join(self.root, file))
 
     def by_id(self, fact_id: str) -> SessionFact | None:
         for group in self.facts.values():

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvrules.authoring.joins import Traced
+from kvrules.authoring.phrases import absence_text, fact_label
 from kvrules.facts.model import Fact
 from kvrules.policy.compiler import template_refs
 from kvrules.policy.evaluate import MISSING, atoms
-from kvrules.policy.model import Expr, Ref, Rule
+from kvrules.policy.model import Ref, Rule
 
 
 @dataclass(frozen=True)
@@ -76,25 +77,12 @@ def evidence_of(traced: Traced, rule: Rule, bound: dict[str, str],
         for name in reads.get(alias, []):
             value = values.get(name, MISSING)
             file, pointer = fact.source(name) if fact is not None else ("", "")
-            out.append(Evidence(fact.id if fact is not None else fid, name,
-                                value is not MISSING,
-                                None if value is MISSING else value, file, pointer))
+            out.append(Evidence(fact_label(sf.type, values), name, value is not MISSING,
+                                None if value is MISSING else value, traced.shown_path(file),
+                                pointer))
     return out
 
 
-def describe(expr: Expr | None) -> str:
-    """A where-clause as text: ``a and (b or c)``."""
-    if expr is None:
-        return "true"
-    if expr.kind == "atom":
-        return expr.atom.describe() if expr.atom else "true"
-    joiner = " and " if expr.kind == "and" else " or "
-    parts = [describe(c) if c.kind == "atom" or c.kind == expr.kind else f"({describe(c)})"
-             for c in expr.children]
-    return joiner.join(parts)
-
-
 def negation_text(rule: Rule) -> list[str]:
-    """``no candidate where point eq c.point and step lt c.step`` for each ``none``."""
-    return [f"no {p.fact}" + (f" where {describe(p.where)}" if p.where else "")
-            for p in rule.negatives]
+    """``no plan`` / ``no condition_failed where group is "dense_synthetic_kv"`` per ``none``."""
+    return [absence_text(p) for p in rule.negatives]

@@ -5,8 +5,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvrules.authoring.joins import Blocker, Traced
-from kvrules.authoring.rulefacts import Evidence, evidence_of, negation_text
-from kvrules.policy.model import Rule
+from kvrules.authoring.phrases import absence_text, fact_label, failed_text, or_around
+from kvrules.authoring.rulefacts import Evidence, evidence_of
+from kvrules.policy.evaluate import atoms
+from kvrules.policy.model import Pattern, Rule
 
 
 @dataclass(frozen=True)
@@ -26,27 +28,29 @@ def why_not_of(traced: Traced, rule: Rule, proposes: str, b: Blocker | None,
     if b is None:
         return WhyNot(rule.id, proposes, "would fire", "every condition holds on these facts")
     if b.kind == "no_fact":
-        return WhyNot(rule.id, proposes, "no fact", f"needs a {b.pattern.fact} fact: "
-                      f"{_no_fact_reason(traced, b.pattern.fact)}")
+        return WhyNot(rule.id, proposes, "no fact", no_fact_text(traced, b.pattern))
     if b.kind == "blocked":
         by = f" (derived by {b.fact.by})" if b.fact and b.fact.by else ""
-        return WhyNot(rule.id, proposes, "blocked", f"{negation_text(rule)[0]}, but "
-                      f"{b.fact.id if b.fact else '?'}{by} exists")
+        name = fact_label(b.fact.type, b.fact.fields) if b.fact else b.pattern.fact
+        return WhyNot(rule.id, proposes, "blocked",
+                      f"needs {absence_text(b.pattern)}, but {name} exists{by}")
     assert b.fact is not None and b.atom is not None
+    group = or_around(b.pattern.where, b.atom)
+    read = [b.atom.field] if group is None else list(dict.fromkeys(a.field for a in atoms(group)))
     ev = evidence_of(traced, rule, {b.pattern.alias: b.fact.id}, substitute,
-                     fields={b.pattern.alias: [b.atom.field]})
-    shown = (substitute or {}).get(b.fact.id)
-    name = shown.id if shown else b.fact.id
-    name = name if name.startswith(b.pattern.fact) else f"{b.pattern.fact} {name}"
-    of = f" (the closest of {b.candidates})" if b.candidates > 1 else ""
-    return WhyNot(rule.id, proposes, "failed", f"{name}{of}: {b.atom.describe()} does not "
-                  "hold", tuple(ev))
+                     fields={b.pattern.alias: read})
+    of = f" (the closest of {b.candidates} {b.pattern.fact} facts)" if b.candidates > 1 else ""
+    return WhyNot(rule.id, proposes, "failed", f"needs {failed_text(b.pattern.where, b.atom)}{of}",
+                  tuple(ev))
 
 
-def _no_fact_reason(traced: Traced, fact: str) -> str:
-    if fact == "qualified":
-        failed = [f"{name}: " + ", ".join(c.id for c in q.failed)
+def no_fact_text(traced: Traced, pattern: Pattern) -> str:
+    """``needs the cell to qualify for dense_synthetic_kv (failed: D9)`` or ``needs a plan``."""
+    if pattern.fact == "qualified":
+        failed = [f"{name} (failed: {', '.join(dict.fromkeys(c.id for c in q.failed))})"
                   for name, q in traced.verdict.qualifications.items() if not q.eligible]
-        return "not qualified (" + "; ".join(failed) + ")" if failed else "not qualified"
-    made = [r.id for r in traced.cp.policy.rules if any(a.produces == fact for a in r.actions)]
-    return f"none was derived (by {', '.join(made)})" if made else "none in the evidence"
+        return "needs the cell to qualify for " + ("; ".join(failed) or "a qualification")
+    made = [r.id for r in traced.cp.policy.rules if any(a.produces == pattern.fact
+                                                        for a in r.actions)]
+    how = f"none was derived (by {', '.join(made)})" if made else "none in the evidence"
+    return f"needs a {pattern.fact} fact: {how}"

@@ -72,7 +72,7 @@ def render(template: str, env: dict[str, dict[str, Any]]) -> str:
     import json
 
     def one(m: re.Match[str]) -> str:
-        value = env.get(m.group(1), {}).get(m.group(2), "<absent>")
+        value = env.get(m.group(1), {}).get(m.group(2), "absent")
         return value if isinstance(value, str) else json.dumps(value, default=repr)
     return _PLACEHOLDER.sub(one, template)
 
