@@ -53,9 +53,14 @@ def test_an_empty_group_list_is_not_called_an_array(policy: CompiledPolicy,
 
 
 def test_a_skip_reason_names_the_expected_one(policy: CompiledPolicy, tmp_path: Path) -> None:
-    """null stays null (a template renders strings as-is, so it cannot quote only them)."""
     got = _reasons(policy, tmp_path, lambda d: d["kvwarm"].update(skip_reason=None))
     assert got["D2"] == ("rank 0: kvwarm.skip_reason is null, expected "
+                         "dense_model_content_insensitive",)
+
+
+def test_an_empty_skip_reason_is_shown_quoted(policy: CompiledPolicy, tmp_path: Path) -> None:
+    got = _reasons(policy, tmp_path, lambda d: d["kvwarm"].update(skip_reason=""))
+    assert got["D2"] == ('rank 0: kvwarm.skip_reason is "", expected '
                          "dense_model_content_insensitive",)
 
 

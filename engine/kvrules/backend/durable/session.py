@@ -68,12 +68,15 @@ _CURRENT: list[_Context] = []
 
 
 def render(template: str, env: dict[str, dict[str, Any]]) -> str:
-    """Fill ``{alias.field}`` placeholders (strings as-is, other values as JSON)."""
+    """Fill ``{alias.field}`` placeholders: strings as-is (the empty string as ``""``, so a
+    reason never ends in a bare ``is ``), other values as JSON, a missing field ``absent``."""
     import json
 
     def one(m: re.Match[str]) -> str:
         value = env.get(m.group(1), {}).get(m.group(2), "absent")
-        return value if isinstance(value, str) else json.dumps(value, default=repr)
+        if isinstance(value, str):
+            return value or '""'
+        return json.dumps(value, default=repr)
     return _PLACEHOLDER.sub(one, template)
 
 
