@@ -4,7 +4,7 @@
                                    [--ranks 2] [--points 500] [--repeat 3] [--markdown]
 
 For every corpus shape and scale, in the same run: the installed ``kvrules classify CORPUS
---format F --output FILE`` for F in jsonl, json and table (start-up and policy compilation
+--format F --output FILE`` for F in jsonl, json and text (the table) (start-up and policy compilation
 included), and two parse-only baselines, also whole processes: read and decode every JSON
 file of the corpus with the standard ``json`` module, and with the fastest decoder installed
 (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import SHAPES, generate  # noqa: E402
 
-FORMATS = ("jsonl", "json", "table")
+FORMATS = ("jsonl", "json", "text")
 PARSE_STDLIB = """
 import json, pathlib, sys
 for p in sorted(pathlib.Path(sys.argv[1]).rglob("*.json")):
@@ -153,7 +153,7 @@ def targets(results: dict[tuple[str, int], dict[str, Run]], points: dict[int, in
         base, jsonl = runs["parse:json"].seconds, runs["jsonl"].seconds
         check(jsonl <= 1.5 * base, f"{shape}/{cells}: jsonl {jsonl / base:.2f}x stdlib parse "
               "(target <= 1.5x)")
-        for fmt in ("json", "table"):
+        for fmt in ("json", "text"):
             ratio = runs[fmt].seconds / jsonl
             check(ratio <= 1.15, f"{shape}/{cells}: {fmt} {ratio:.2f}x jsonl (target <= 1.15x)")
         peak = max(runs[f].rss_mib for f in FORMATS)
