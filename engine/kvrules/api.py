@@ -27,6 +27,7 @@ from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
 from kvrules.pipeline import Classifier
 from kvrules.cache.policies import cached_compile
+from kvrules.cache.verdicts import VerdictCache, cell_key
 from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
@@ -102,12 +103,40 @@ def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
 
 
 def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
-                  jobs: int = 1, progress: ProgressFn | None = None) -> Iterator[CellVerdict]:
-    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker."""
+                  jobs: int = 1, progress: ProgressFn | None = None,
+                  cache: VerdictCache | None = None) -> Iterator[CellVerdict]:
+    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker.
+
+    With a ``cache``, a cell whose files, policy and kvrules are unchanged since a verdict
+    was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`).
+    """
     policy = policy or load_policy()
     refs = discover(paths, plan)
     with _batch_gc():
-        yield from _classify_refs(refs, policy, jobs, progress)
+        if cache is None:
+            yield from _classify_refs(refs, policy, jobs, progress)
+        else:
+            yield from _counted(_cached(refs, policy, jobs, cache), len(refs), progress)
+
+
+def _cached(refs: list[CellRef], policy: Policy, jobs: int,
+            cache: VerdictCache) -> Iterator[CellVerdict]:
+    """Cached verdicts where stored, the others evaluated (and stored), in input order.
+
+    The stored verdicts of one run are held until their turn comes; the evaluated cells
+    stream through the engine as without a cache.
+    """
+    identity = policy.identity
+    keys = [cell_key(ref, identity.digest, identity.parameters) for ref in refs]
+    found = [cache.get(key) for key in keys]
+    misses = [ref for ref, verdict in zip(refs, found) if verdict is None]
+    fresh = _classify_refs(misses, policy, jobs, None)
+    for key, verdict in zip(keys, found):
+        if verdict is None:
+            verdict = next(fresh)
+            if key is not None:
+                cache.put(key, verdict)
+        yield verdict
 
 
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,

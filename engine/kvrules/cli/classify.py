@@ -13,6 +13,7 @@ import typer
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
 
 if TYPE_CHECKING:  # the library is imported when the command runs, not for --help
+    from kvrules.cache.verdicts import VerdictCache
     from kvrules.verdicts.model import CellVerdict, PolicyIdentity
 
 
@@ -118,13 +119,35 @@ def classify(
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
+    cache: Annotated[Path | None, typer.Option(
+        "--cache", metavar="DIR", help="Verdict cache folder: unchanged cells are not "
+        "evaluated again [default: the user cache directory].", show_default=False)] = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Evaluate every cell; read and write no cached verdict.")] = False,
 ) -> None:
-    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors)
+    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
+              _verdict_cache(cache, no_cache))
+
+
+def _verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
+    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
+    from kvrules.cache.verdicts import VerdictCache, default_root
+    root = folder if folder is not None else default_root()
+    return None if off or root is None else VerdictCache(root)
+
+
+def _cache_summary(cache: "VerdictCache | None") -> None:
+    """How many cells came from the cache, on a terminal's stderr only: the report, logs
+    and pipes keep the same bytes whether cells were cached or not."""
+    if cache is not None and sys.stderr.isatty():
+        total = cache.hits + cache.misses
+        sys.stderr.write(f"kvrules: {cache.hits} of {total} cells from the verdict cache "
+                         f"({cache.root})\n")
 
 
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
               output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
-              max_errors: int) -> None:
+              max_errors: int, cache: "VerdictCache | None") -> None:
     from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
@@ -134,8 +157,9 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
         with CellProgress(enabled=not shared_tty) as progress:
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
-                                               progress=progress))
+                                               progress=progress, cache=cache))
             write_lines(_lines(fmt, policy, cells, output), output)
+        _cache_summary(cache)
     raise typer.Exit(cells.exit_code)
 
 

@@ -1,0 +1,128 @@
+"""The verdict cache: an unchanged cell is not evaluated again and gives the same bytes; an
+artifact, policy, parameter or kvrules version change re-evaluates; a corrupt entry is a miss."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvrules import api
+from kvrules.cache import verdicts
+from kvrules.cache.verdicts import VerdictCache
+from kvrules.verdicts.render import iter_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> list[str]:
+    """Two example campaigns copied where a test may edit them."""
+    out = []
+    for name in ("dense-native-skip-format", "dp2-peer-ineligible"):
+        shutil.copytree(EXAMPLES / name, tmp_path / name)
+        out.append(str(tmp_path / name))
+    return out
+
+
+def report(paths: list[str], policy: api.Policy, cache: VerdictCache | None) -> str:
+    return "".join(iter_jsonl(policy.identity, api.iter_classify(paths, policy, cache=cache)))
+
+
+def test_a_second_run_evaluates_nothing_and_gives_the_same_bytes(
+        archive: list[str], tmp_path: Path) -> None:
+    policy = api.load_policy()
+    uncached = report(archive, policy, None)
+    cold, warm = VerdictCache(tmp_path / "v"), VerdictCache(tmp_path / "v")
+    assert report(archive, policy, cold) == uncached
+    assert cold.hits == 0 and cold.misses > 0
+    assert report(archive, policy, warm) == uncached
+    assert warm.hits == cold.misses and warm.misses == 0
+    assert verdicts.info(tmp_path / "v")[0] == cold.misses
+
+
+def test_an_edited_artifact_re_evaluates_that_cell_only(archive: list[str],
+                                                        tmp_path: Path) -> None:
+    policy = api.load_policy()
+    report(archive, policy, VerdictCache(tmp_path / "v"))
+    rank = next(Path(archive[0]).rglob("benchmark*.json"))
+    rank.write_bytes(rank.read_bytes().replace(b"{", b"{ ", 1))  # same JSON, other bytes
+    again = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, again) == report(archive, policy, None)
+    assert again.misses == 1 and again.hits > 0
+
+
+def test_policy_parameter_and_version_changes_miss(archive: list[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = api.load_policy()
+    report(archive, policy, VerdictCache(tmp_path / "v"))
+    legacy = policy.with_parameters(dense_synthetic_kv=False)
+    other = VerdictCache(tmp_path / "v")
+    assert report(archive, legacy, other) == report(archive, legacy, None)
+    assert other.hits == 0
+    monkeypatch.setattr(verdicts, "KVRULES_VERSION", "0.0.0-other")
+    upgraded = VerdictCache(tmp_path / "v")
+    report(archive, policy, upgraded)
+    assert upgraded.hits == 0
+
+
+def test_an_edited_policy_misses(archive: list[str], tmp_path: Path) -> None:
+    from kvrules.resources import rules_dir
+    folder = tmp_path / "policy"
+    shutil.copytree(str(rules_dir()), folder, ignore=shutil.ignore_patterns("tests"))
+    report(archive, api.load_policy(folder), VerdictCache(tmp_path / "v"))
+    rule = sorted(folder.glob("*.yaml"))[0]
+    rule.write_text(rule.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    edited = VerdictCache(tmp_path / "v")
+    report(archive, api.load_policy(folder), edited)
+    assert edited.hits == 0
+
+
+def test_a_corrupt_entry_is_recomputed_and_rewritten(archive: list[str],
+                                                     tmp_path: Path) -> None:
+    policy = api.load_policy()
+    expected = report(archive, policy, VerdictCache(tmp_path / "v"))
+    entry = next((tmp_path / "v").rglob("*.verdict"))
+    entry.write_bytes(entry.read_bytes()[:-7] + b"garbage")
+    repaired = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, repaired) == expected and repaired.misses == 1
+    final = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, final) == expected and final.misses == 0
+
+
+def test_a_symlinked_file_is_never_cached(archive: list[str], tmp_path: Path) -> None:
+    rank = next(Path(archive[0]).rglob("benchmark*.json"))
+    target = tmp_path / "outside.json"
+    shutil.move(str(rank), target)
+    rank.symlink_to(target)
+    cache = VerdictCache(tmp_path / "v")
+    policy = api.load_policy()
+    report(archive[:1], policy, cache)
+    assert verdicts.info(tmp_path / "v")[0] == 0 and cache.misses == 1
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "kvrules", *args], capture_output=True,
+                          env=env, cwd=ROOT.parent, timeout=120)
+
+
+def test_cli_runs_agree_cold_warm_and_uncached_and_cache_commands(
+        archive: list[str], tmp_path: Path) -> None:
+    env = {**os.environ}
+    where = ["--cache", str(tmp_path / "v")]
+    runs = [run(["classify", *archive, "-f", fmt, *where], env)
+            for fmt in ("json", "json", "table", "table")]
+    runs += [run(["classify", *archive, "-f", fmt, "--no-cache"], env) for fmt in ("json", "table")]
+    assert runs[0].stdout == runs[1].stdout == runs[4].stdout
+    assert runs[2].stdout == runs[3].stdout == runs[5].stdout
+    assert len({r.returncode for r in runs}) == 1 and not any(r.stderr for r in runs)
+    info = run(["cache", "info", *where], env)
+    assert info.returncode == 0 and b" 0 verdicts" not in info.stdout
+    assert run(["cache", "prune", "--older-than", "1", *where], env).stdout.endswith(
+        b" 0 verdicts deleted\n")
+    assert run(["cache", "prune", *where], env).returncode == 0
+    assert verdicts.info(tmp_path / "v") == (0, 0)
