@@ -126,3 +126,25 @@ def test_cli_runs_agree_cold_warm_and_uncached_and_cache_commands(
         b" 0 verdicts deleted\n")
     assert run(["cache", "prune", *where], env).returncode == 0
     assert verdicts.info(tmp_path / "v") == (0, 0)
+
+
+def test_parquet_dataset_has_one_row_per_point_partitioned_by_campaign(
+        archive: list[str], tmp_path: Path) -> None:
+    import pyarrow.dataset as ds
+    out = tmp_path / "dataset"
+    expected = api.classify(archive)
+    status = 1 if any(c.status == "error" for c in expected.cells) else 0
+    for _ in range(2):  # the second run replaces the first dataset as a whole
+        done = run(["classify", *archive, "-f", "parquet", "-o", str(out), "--no-cache"],
+                   {**os.environ})
+        assert done.returncode == status and not done.stderr and not done.stdout
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    points = [(c.campaign, p.cell_id, p.benchmark_id, p.kv_seed_regime, p.eligible)
+              for c in expected.cells for p in c.points]
+    got = sorted(zip(*(table.column(n).to_pylist() for n in (
+        "campaign", "cell_id", "benchmark_id", "kv_seed_regime", "eligible"))))
+    assert got == sorted(points)
+    assert len([p for p in out.iterdir() if p.name.startswith("campaign=")]) == len(archive)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dataset")]
+    bad = run(["classify", *archive, "-f", "parquet"], {**os.environ})
+    assert bad.returncode == 2 and b"--output DIR" in bad.stderr

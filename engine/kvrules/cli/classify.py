@@ -22,6 +22,7 @@ class Format(str, Enum):
     json = "json"
     jsonl = "jsonl"
     github = "github"
+    parquet = "parquet"
 
 
 HELP = (
@@ -106,7 +107,8 @@ def classify(
         show_default=False)] = None,
     fmt: Annotated[Format, typer.Option(
         "--format", "-f", help="text (a table) for people, json one document, jsonl "
-        "streamed records, github workflow annotations of the evidence errors.",
+        "streamed records, github workflow annotations of the evidence errors, parquet a "
+        "dataset folder (one row per point; needs --output DIR).",
         case_sensitive=False)] = Format.text,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write the report to FILE (atomically) "
@@ -127,6 +129,18 @@ def classify(
 ) -> None:
     _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
               _verdict_cache(cache, no_cache))
+
+
+def _check_destination(fmt: Format, output: Path | None) -> None:
+    """A report goes to a file or stdout; a parquet dataset to a folder named by --output."""
+    if fmt is not Format.parquet:
+        check_output(output)
+        return
+    from kvrules.diagnostics import KvrulesUsageError
+    if output is None or output == Path("-"):
+        raise KvrulesUsageError("--format parquet writes a folder: give it with --output DIR")
+    if output.exists() and not output.is_dir():
+        raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
 
 
 def _verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
@@ -151,14 +165,18 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
     from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
-        check_output(output)
+        _check_destination(fmt, output)
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
         with CellProgress(enabled=not shared_tty) as progress:
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
                                                progress=progress, cache=cache))
-            write_lines(_lines(fmt, policy, cells, output), output)
+            if fmt is Format.parquet:
+                from kvrules.verdicts.dataset import write_dataset
+                write_dataset(cells, output)  # type: ignore[arg-type]
+            else:
+                write_lines(_lines(fmt, policy, cells, output), output)
         _cache_summary(cache)
     raise typer.Exit(cells.exit_code)
 
