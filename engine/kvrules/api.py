@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from kvrules.artifacts.discover import CellRef, Paths, discover
 from kvrules.artifacts.load import load_cell
+from kvrules.diagnostics import ENGINE_FAILURE
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
@@ -134,7 +135,7 @@ def _cached(refs: list[CellRef], policy: Policy, jobs: int,
     for key, verdict in zip(keys, found):
         if verdict is None:
             verdict = next(fresh)
-            if key is not None:
+            if key is not None and not _engine_failed(verdict):
                 cache.put(key, verdict)
         yield verdict
 
@@ -154,6 +155,11 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     with pool:
         extracted = pool.imap(_extract_ref, refs, chunksize=4)
         yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
+
+
+def _engine_failed(verdict: CellVerdict) -> bool:
+    """A crashed or hung engine is transient: such a verdict is never cached."""
+    return any(e.code == ENGINE_FAILURE for e in verdict.errors)
 
 
 def _counted(results: Iterator[CellVerdict], total: int,
