@@ -64,10 +64,39 @@ def test_policy_parameter_and_version_changes_miss(archive: list[str], tmp_path:
     other = VerdictCache(tmp_path / "v")
     assert report(archive, legacy, other) == report(archive, legacy, None)
     assert other.hits == 0
-    monkeypatch.setattr(verdicts, "KVRULES_VERSION", "0.0.0-other")
-    upgraded = VerdictCache(tmp_path / "v")
-    report(archive, policy, upgraded)
-    assert upgraded.hits == 0
+    from kvrules.cache import policies
+    monkeypatch.setattr(policies, "KVRULES_VERSION", "0.0.0-other")
+    policies.code_fingerprint.cache_clear()
+    try:
+        upgraded = VerdictCache(tmp_path / "v")
+        report(archive, policy, upgraded)
+        assert upgraded.hits == 0
+    finally:
+        policies.code_fingerprint.cache_clear()
+
+
+def test_an_edited_kvrules_module_misses(archive: list[str], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same version string, other code: the module fingerprint keeps verdicts apart."""
+    from kvrules.cache import policies
+    policy = api.load_policy()
+    report(archive, policy, VerdictCache(tmp_path / "v"))
+    package = tmp_path / "pkg"
+    shutil.copytree(policies._PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(policies, "_PACKAGE", package)
+    policies.code_fingerprint.cache_clear()
+    try:
+        same = VerdictCache(tmp_path / "v")
+        report(archive, policy, same)
+        module = package / "verdicts" / "build.py"
+        module.write_text(module.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+        policies.code_fingerprint.cache_clear()
+        edited = VerdictCache(tmp_path / "v")
+        report(archive, policy, edited)
+    finally:
+        policies.code_fingerprint.cache_clear()
+    assert same.misses == 0 and same.hits > 0  # a copy of the same modules still hits
+    assert edited.hits == 0 and edited.misses == same.hits
 
 
 def test_an_edited_policy_misses(archive: list[str], tmp_path: Path) -> None:

@@ -14,9 +14,10 @@ import gc
 import os
 import signal
 import multiprocessing
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from kvrules.artifacts.discover import CellRef, Paths, discover
 from kvrules.artifacts.load import load_cell
@@ -28,7 +29,7 @@ from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
 from kvrules.pipeline import Classifier
 from kvrules.cache.policies import cached_compile
-from kvrules.cache.verdicts import VerdictCache, cell_key
+from kvrules.cache.verdicts import VerdictCache
 from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
@@ -103,41 +104,112 @@ def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+class Executor(Protocol):
+    """Where the cells the verdict cache does not hold are classified.
+
+    The default runs them here (``--jobs`` extraction processes, one supervised engine);
+    :mod:`kvrules.archive` adds Dask clusters. Batches come and go in input order.
+    """
+
+    def classify_batches(self, policy: "Policy",
+                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+        """The verdicts of each batch (a list per batch, batches in order)."""
+        ...  # pragma: no cover - a protocol
+
+
+BATCH_CELLS = 64
+"""Cells looked up in the cache (and sent to an executor) together: what a run holds."""
+
+
 def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
                   jobs: int = 1, progress: ProgressFn | None = None,
-                  cache: VerdictCache | None = None) -> Iterator[CellVerdict]:
+                  cache: VerdictCache | None = None,
+                  executor: Executor | None = None) -> Iterator[CellVerdict]:
     """Yield cell verdicts in input order, holding one cell's evidence at a time per worker.
 
     With a ``cache``, a cell whose files, policy and kvrules are unchanged since a verdict
-    was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`).
+    was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`). With an
+    ``executor``, the other cells are classified there in batches.
     """
     policy = policy or load_policy()
     refs = discover(paths, plan)
     with _batch_gc():
-        if cache is None:
+        if cache is None and executor is None:
             yield from _classify_refs(refs, policy, jobs, progress)
         else:
-            yield from _counted(_cached(refs, policy, jobs, cache), len(refs), progress)
+            runner = executor if executor is not None else LocalExecutor(jobs)
+            yield from _counted(_batched(refs, policy, runner, cache), len(refs), progress)
 
 
-def _cached(refs: list[CellRef], policy: Policy, jobs: int,
-            cache: VerdictCache) -> Iterator[CellVerdict]:
-    """Cached verdicts where stored, the others evaluated (and stored), in input order.
+def _batches(refs: Iterable[CellRef], size: int = BATCH_CELLS) -> Iterator[list[CellRef]]:
+    batch: list[CellRef] = []
+    for ref in refs:
+        batch.append(ref)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
-    The stored verdicts of one run are held until their turn comes; the evaluated cells
-    stream through the engine as without a cache.
+
+def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
+             cache: VerdictCache | None) -> Iterator[CellVerdict]:
+    """Cached verdicts where stored, the others from ``executor`` (then stored), in order.
+
+    Only the batches the executor holds in flight are kept: memory does not grow with the
+    number of cells.
     """
     identity = policy.identity
-    keys = [cell_key(ref, identity.digest, identity.parameters) for ref in refs]
-    found = [cache.get(key) for key in keys]
-    misses = [ref for ref, verdict in zip(refs, found) if verdict is None]
-    fresh = _classify_refs(misses, policy, jobs, None)
-    for key, verdict in zip(keys, found):
-        if verdict is None:
-            verdict = next(fresh)
-            if key is not None and not _engine_failed(verdict):
-                cache.put(key, verdict)
-        yield verdict
+    looked: deque[list[tuple[str | None, CellVerdict | None]]] = deque()
+
+    def misses() -> Iterator[list[CellRef]]:
+        for batch in _batches(refs):
+            found = (cache.lookup(batch, identity.digest, identity.parameters)
+                     if cache is not None else [(None, None)] * len(batch))
+            looked.append(found)
+            yield [ref for ref, (_, verdict) in zip(batch, found) if verdict is None]
+
+    for fresh in executor.classify_batches(policy, misses()):
+        computed = iter(fresh)
+        for key, verdict in looked.popleft():
+            if verdict is None:
+                verdict = next(computed)
+                if cache is not None and key is not None and not _engine_failed(verdict):
+                    cache.put(key, verdict)
+            yield verdict
+
+
+class LocalExecutor:
+    """Batches classified on this machine, as without a cache (``--executor local``)."""
+
+    def __init__(self, jobs: int = 1) -> None:
+        self.jobs = jobs
+
+    def classify_batches(self, policy: Policy,
+                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+        """Each batch through the parent's engine; with ``jobs`` > 1 one pool of extraction
+        processes serves every batch (started only when a batch has cells)."""
+        pool: Any = None
+        try:
+            for batch in batches:
+                if self.jobs <= 1 or len(batch) <= 1:
+                    yield list(_classify_refs(batch, policy, 1, None))
+                    continue
+                if pool is None:
+                    pool = _extraction_pool(self.jobs)
+                extracted = pool.imap(_extract_ref, batch, chunksize=4)
+                yield list(policy.classifier.classify_stream(extracted))
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+
+
+def _extraction_pool(jobs: int) -> Any:
+    """Worker processes that load and extract cells (the engine stays in the parent)."""
+    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    with signals_deferred():
+        return ctx.Pool(jobs, _init_worker)
 
 
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
@@ -149,10 +221,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
         return
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
-    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with signals_deferred():
-        pool = ctx.Pool(jobs, _init_worker)
-    with pool:
+    with _extraction_pool(jobs) as pool:
         extracted = pool.imap(_extract_ref, refs, chunksize=4)
         yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
 
@@ -171,8 +240,9 @@ def _counted(results: Iterator[CellVerdict], total: int,
 
 
 def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
-             jobs: int = 1, progress: ProgressFn | None = None) -> Report:
+             jobs: int = 1, progress: ProgressFn | None = None,
+             cache: VerdictCache | None = None, executor: Executor | None = None) -> Report:
     """Classify every cell under ``paths`` and return the whole report."""
     policy = policy or load_policy()
-    cells = tuple(iter_classify(paths, policy, plan, jobs, progress))
+    cells = tuple(iter_classify(paths, policy, plan, jobs, progress, cache, executor))
     return Report(policy=policy.identity, cells=cells)

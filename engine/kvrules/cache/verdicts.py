@@ -1,7 +1,8 @@
 """Cell verdicts cached on disk: re-classifying an unchanged archive evaluates nothing.
 
-A cell's key is a sha256 over everything its verdict depends on: the kvrules version, the
-policy digest and parameters, where the cell is (campaign, root, cell id, folders, plan path:
+A cell's key is a sha256 over everything its verdict depends on: the installed kvrules (its
+version and module fingerprint, as for compiled policies, so an edited checkout never reuses
+a verdict it did not compute), the policy digest and parameters, where the cell is (campaign, root, cell id, folders, plan path:
 they appear in the report) and the bytes of every file loading the cell reads (the plan,
 generator overrides and request, ``run.sh`` and the whole ``raw/`` tree with its names).
 Contents are hashed, never mtimes, so a copy of an archive hits and a touched file does not
@@ -13,6 +14,7 @@ rewritten.
 from __future__ import annotations
 
 import hashlib
+import gc
 import json
 import os
 import pickle
@@ -20,12 +22,13 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.load import OVERRIDES_NAME
+from kvrules.cache.policies import code_fingerprint
 from kvrules.cache.store import cache_root, read_entry, touch, write_entry
-from kvrules.verdicts.model import KVRULES_VERSION, CellVerdict
+from kvrules.verdicts.model import CellVerdict
 
 SUFFIX = ".verdict"
 
@@ -78,7 +81,7 @@ def cell_key(ref: CellRef, policy_digest: str, parameters: dict[str, Any]) -> st
         if os.path.realpath(folder) != os.path.abspath(folder):
             return None  # the file checks compare real locations: more than bytes matter
     h = hashlib.sha256(json.dumps(
-        [KVRULES_VERSION, policy_digest, parameters, ref.campaign, str(ref.root), ref.cell_id,
+        [code_fingerprint(), policy_digest, parameters, ref.campaign, str(ref.root), ref.cell_id,
          str(ref.cell_dir), None if ref.plan_path is None else str(ref.plan_path)],
         sort_keys=True, default=str).encode("utf-8", "surrogateescape"))
     campaign_dir = ref.plan_path.parent if ref.plan_path is not None else (
@@ -122,6 +125,19 @@ class VerdictCache:
         touch(path)
         return verdict
 
+    def lookup(self, refs: Sequence[CellRef], policy_digest: str,
+               parameters: dict[str, Any]) -> list[tuple[str | None, CellVerdict | None]]:
+        """Key and stored verdict (None: a miss) of each cell, in order.
+
+        Sequential on purpose: hashing in threads measured slower (the key's Python part
+        holds the GIL and contends with unpickling).
+        """
+        out = []
+        for ref in refs:
+            key = cell_key(ref, policy_digest, parameters)
+            out.append((key, self.get(key)))
+        return out
+
     def put(self, key: str, verdict: CellVerdict) -> None:
         """Store a freshly computed verdict (a cache that cannot be written is skipped)."""
         write_entry(self._path(key),
@@ -129,10 +145,17 @@ class VerdictCache:
 
 
 def _unpickle(payload: bytes, key: str) -> CellVerdict | None:
+    """The stored verdict; the cyclic collector is paused meanwhile (a verdict is thousands
+    of acyclic objects, and collecting while they are built doubled the warm read time)."""
+    paused = gc.isenabled()
+    gc.disable()
     try:
         stored_key, verdict = pickle.loads(payload)
     except Exception:  # noqa: BLE001 - any undecodable entry is a miss, then rewritten
         return None
+    finally:
+        if paused:
+            gc.enable()
     if stored_key != key or not isinstance(verdict, CellVerdict):
         return None
     return verdict
