@@ -16,6 +16,7 @@ import signal
 import multiprocessing
 from collections import deque
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
@@ -27,7 +28,9 @@ from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
-from kvrules.pipeline import Classifier
+from kvrules.pipeline import Classifier, prepare
+from kvrules.backend.events import Evaluation
+from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.backend.durable import child_signals, signals_deferred
@@ -111,14 +114,34 @@ class Executor(Protocol):
     :mod:`kvrules.archive` adds Dask clusters. Batches come and go in input order.
     """
 
+    batch_cells: int
+    """Cells per batch (looked up in the cache together, then sent as one unit of work)."""
+
     def classify_batches(self, policy: "Policy",
                          batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
         """The verdicts of each batch (a list per batch, batches in order)."""
         ...  # pragma: no cover - a protocol
 
 
+_RUNNING: ContextVar[tuple["Executor | None", VerdictCache | None]] = ContextVar(
+    "kvrules_running", default=(None, None))
+
+
+@contextmanager
+def running_on(executor: Executor | None = None,
+               cache: VerdictCache | None = None) -> Iterator[None]:
+    """Classifications inside use ``executor`` and ``cache`` unless given their own: how a
+    command reaches a cluster through library functions that take neither (diff, readiness,
+    aggregate)."""
+    token = _RUNNING.set((executor, cache))
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+
+
 BATCH_CELLS = 64
-"""Cells looked up in the cache (and sent to an executor) together: what a run holds."""
+"""Cells per batch of the local executor: what a cached run holds at a time."""
 
 
 def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
@@ -133,6 +156,9 @@ def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None =
     """
     policy = policy or load_policy()
     refs = discover(paths, plan)
+    ambient_executor, ambient_cache = _RUNNING.get()
+    executor = executor if executor is not None else ambient_executor
+    cache = cache if cache is not None else ambient_cache
     with _batch_gc():
         if cache is None and executor is None:
             yield from _classify_refs(refs, policy, jobs, progress)
@@ -141,7 +167,7 @@ def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None =
             yield from _counted(_batched(refs, policy, runner, cache), len(refs), progress)
 
 
-def _batches(refs: Iterable[CellRef], size: int = BATCH_CELLS) -> Iterator[list[CellRef]]:
+def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:
     batch: list[CellRef] = []
     for ref in refs:
         batch.append(ref)
@@ -163,9 +189,10 @@ def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
     looked: deque[list[tuple[str | None, CellVerdict | None]]] = deque()
 
     def misses() -> Iterator[list[CellRef]]:
-        for batch in _batches(refs):
-            found = (cache.lookup(batch, identity.digest, identity.parameters)
-                     if cache is not None else [(None, None)] * len(batch))
+        for batch in _batches(refs, executor.batch_cells):
+            found: list[tuple[str | None, CellVerdict | None]] = (
+                cache.lookup(batch, identity.digest, identity.parameters)
+                if cache is not None else [(None, None)] * len(batch))
             looked.append(found)
             yield [ref for ref, (_, verdict) in zip(batch, found) if verdict is None]
 
@@ -182,6 +209,8 @@ def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
 class LocalExecutor:
     """Batches classified on this machine, as without a cache (``--executor local``)."""
 
+    batch_cells = BATCH_CELLS
+
     def __init__(self, jobs: int = 1) -> None:
         self.jobs = jobs
 
@@ -193,7 +222,7 @@ class LocalExecutor:
         try:
             for batch in batches:
                 if self.jobs <= 1 or len(batch) <= 1:
-                    yield list(_classify_refs(batch, policy, 1, None))
+                    yield list(classify_refs(batch, policy))
                     continue
                 if pool is None:
                     pool = _extraction_pool(self.jobs)
@@ -224,6 +253,23 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     with _extraction_pool(jobs) as pool:
         extracted = pool.imap(_extract_ref, refs, chunksize=4)
         yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
+
+
+def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdict]:
+    """Verdicts of discovered cells in order, in this process (what an executor's worker
+    runs on a batch)."""
+    with _batch_gc():
+        cells = (_extract_ref(r) for r in refs)
+        yield from policy.classifier.classify_stream(cells)
+
+
+def failed_verdict(ref: CellRef, policy: Policy, reason: str) -> CellVerdict:
+    """The verdict of a cell whose evaluation was lost (a dead worker, a failed task): an
+    ``engine_failure``, as for a crashed engine; a cell the engine would never see keeps
+    its evidence errors."""
+    prepared = prepare(policy.compiled, _extract_ref(ref))
+    ev = Evaluation(failures=[reason]) if prepared.to_engine else Evaluation()
+    return build_cell(policy.compiled, prepared.cell, ev, prepared.class_of, prepared.classes)
 
 
 def _engine_failed(verdict: CellVerdict) -> bool:

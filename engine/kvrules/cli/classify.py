@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Iterator
 
 import typer
 
+from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
 
 if TYPE_CHECKING:  # the library is imported when the command runs, not for --help
@@ -126,9 +127,11 @@ def classify(
         "evaluated again [default: the user cache directory].", show_default=False)] = None,
     no_cache: Annotated[bool, typer.Option(
         "--no-cache", help="Evaluate every cell; read and write no cached verdict.")] = False,
+    executor: opt.Executor = opt.ExecutorName.local,
+    scheduler: opt.Scheduler = None,
 ) -> None:
     _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-              _verdict_cache(cache, no_cache))
+              _verdict_cache(cache, no_cache), executor, scheduler)
 
 
 def _check_destination(fmt: Format, output: Path | None) -> None:
@@ -161,7 +164,8 @@ def _cache_summary(cache: "VerdictCache | None") -> None:
 
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
               output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
-              max_errors: int, cache: "VerdictCache | None") -> None:
+              max_errors: int, cache: "VerdictCache | None", executor: opt.ExecutorName,
+              scheduler: str | None) -> None:
     from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
@@ -169,7 +173,8 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
-        with CellProgress(enabled=not shared_tty) as progress:
+        with CellProgress(enabled=not shared_tty) as progress, \
+                opt.running(executor, jobs, scheduler):
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
                                                progress=progress, cache=cache))
             if fmt is Format.parquet:
