@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
-from kvrules.artifacts.discover import CellRef, Paths, discover
+from kvrules.artifacts.discover import CellRef, Paths, discover, iter_discover
 from kvrules.artifacts.load import load_cell
 from kvrules.diagnostics import ENGINE_FAILURE
 from kvrules.facts.extract import extract_cell
@@ -152,19 +152,23 @@ def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None =
 
     With a ``cache``, a cell whose files, policy and kvrules are unchanged since a verdict
     was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`). With an
-    ``executor``, the other cells are classified there in batches.
+    ``executor``, the other cells are classified there in batches. Either way the cells
+    are discovered lazily (with ``progress``, a first pass only counts them).
     """
     policy = policy or load_policy()
-    refs = discover(paths, plan)
     ambient_executor, ambient_cache = _RUNNING.get()
     executor = executor if executor is not None else ambient_executor
     cache = cache if cache is not None else ambient_cache
-    with _batch_gc():
-        if cache is None and executor is None:
+    if cache is None and executor is None:
+        refs = discover(paths, plan)
+        with _batch_gc():
             yield from _classify_refs(refs, policy, jobs, progress)
-        else:
-            runner = executor if executor is not None else LocalExecutor(jobs)
-            yield from _counted(_batched(refs, policy, runner, cache), len(refs), progress)
+        return
+    cells = iter_discover(paths, plan)  # lazily: an archive's cells are never all held
+    total = sum(1 for _ in iter_discover(paths, plan)) if progress is not None else 0
+    runner = executor if executor is not None else LocalExecutor(jobs)
+    with _batch_gc():
+        yield from _counted(_batched(cells, policy, runner, cache), total, progress)
 
 
 def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:

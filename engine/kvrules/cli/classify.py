@@ -129,9 +129,12 @@ def classify(
         "--no-cache", help="Evaluate every cell; read and write no cached verdict.")] = False,
     executor: opt.Executor = opt.ExecutorName.local,
     scheduler: opt.Scheduler = None,
+    progress: Annotated[bool, typer.Option(
+        "--progress", help="Report cells, cells/s and an ETA on stderr even when it is "
+        "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
     _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-              _verdict_cache(cache, no_cache), executor, scheduler)
+              _verdict_cache(cache, no_cache), executor, scheduler, progress)
 
 
 def _check_destination(fmt: Format, output: Path | None) -> None:
@@ -165,7 +168,7 @@ def _cache_summary(cache: "VerdictCache | None") -> None:
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
               output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
               max_errors: int, cache: "VerdictCache | None", executor: opt.ExecutorName,
-              scheduler: str | None) -> None:
+              scheduler: str | None, show_progress: bool = False) -> None:
     from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
@@ -173,7 +176,7 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
-        with CellProgress(enabled=not shared_tty) as progress, \
+        with CellProgress(enabled=not shared_tty, force=show_progress) as progress, \
                 opt.running(executor, jobs, scheduler):
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
                                                progress=progress, cache=cache))
