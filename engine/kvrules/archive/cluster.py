@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from collections import deque
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kvrules import api
 from kvrules.artifacts.discover import CellRef
@@ -60,6 +60,7 @@ class DaskExecutor:
         self.client = client
         workers = max(1, sum(client.nthreads().values()))
         self.window = window if window is not None else 2 * workers
+        self.task: Callable[[CompiledPolicy, list[CellRef]], list[CellVerdict]] = classify_batch
         self._check_versions()
 
     def _check_versions(self) -> None:
@@ -76,7 +77,7 @@ class DaskExecutor:
         flight: deque[tuple[list[CellRef], Any]] = deque()
         try:
             for batch in batches:
-                task = self.client.submit(classify_batch, shipped, batch, pure=False,
+                task = self.client.submit(self.task, shipped, batch, pure=False,
                                           retries=1) if batch else None
                 flight.append((batch, task))
                 if len(flight) >= self.window:

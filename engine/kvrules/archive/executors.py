@@ -60,6 +60,6 @@ def _client(distributed: Any, name: str, jobs: int, scheduler: str | None) -> It
             yield client
         return
     with distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+                                  dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
         with distributed.Client(cluster) as client:
             yield client
