@@ -19,6 +19,7 @@ import pytest
 from kvrules import api
 from kvrules.archive import cluster
 from kvrules.archive.cluster import DaskExecutor
+from kvrules.archive.executors import OnDemand
 from kvrules.archive.executors import executor as open_executor
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.diagnostics import ENGINE_FAILURE, KvrulesUsageError
@@ -32,8 +33,10 @@ EXAMPLES = ROOT / "examples"
 def client() -> Iterator[Any]:
     """Two worker processes of one thread each, as ``--executor dask-local -j 2`` starts."""
     with open_executor("dask-local", jobs=2) as chosen:
-        assert isinstance(chosen, DaskExecutor)
-        yield chosen.client
+        assert isinstance(chosen, OnDemand) and chosen.started is None
+        assert report(api.load_policy(), chosen)  # starts the cluster
+        assert isinstance(chosen.started, DaskExecutor)
+        yield chosen.started.client
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +214,15 @@ def test_diff_runs_on_dask_local_with_the_local_result(tmp_path: Path) -> None:
     remote = CliRunner().invoke(app, [*args, "--executor", "dask-local", "--jobs", "1"])
     assert remote.exit_code == local.exit_code and remote.stdout == local.stdout
     assert '"changed"' in local.stdout
+
+
+def test_a_warm_run_starts_no_cluster(policy: api.Policy, tmp_path: Path,
+                                      local_report: str) -> None:
+    def no_cluster() -> Any:
+        raise AssertionError("a cluster was started for a cell the cache holds")
+
+    cache = tmp_path / "v"
+    report(policy, None, VerdictCache(cache))
+    lazy = OnDemand(no_cluster)
+    assert report(policy, lazy, VerdictCache(cache)) == local_report
+    assert lazy.started is None

@@ -9,11 +9,17 @@ thread each, for one big machine. dask.distributed is an optional extra
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Any, Iterator
+from contextlib import ExitStack, contextmanager
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from kvrules.api import Executor
 from kvrules.diagnostics import KvrulesUsageError
+
+if TYPE_CHECKING:
+    from kvrules.api import Policy
+    from kvrules.artifacts.discover import CellRef
+    from kvrules.verdicts.model import CellVerdict
 
 EXECUTORS = ("local", "dask", "dask-local")
 MISSING_DASK = ("--executor {name} needs dask.distributed, which is not installed: "
@@ -31,7 +37,11 @@ def _distributed(name: str) -> Any:
 
 @contextmanager
 def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator[Executor | None]:
-    """The executor of one run (None: the plain local pipeline), closed afterwards."""
+    """The executor of one run (None: the plain local pipeline), closed afterwards.
+
+    A scheduler is connected to at once (a wrong address fails before any output); a
+    LocalCluster starts only when a batch needs evaluating, so a warm run starts none.
+    """
     if scheduler is not None and name != "dask":
         raise KvrulesUsageError("--scheduler is for --executor dask")
     if name == "local":
@@ -44,21 +54,55 @@ def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator
         raise KvrulesUsageError(f"--executor {name}: expected one of {', '.join(EXECUTORS)}")
     distributed = _distributed(name)
     from kvrules.archive.cluster import DaskExecutor
-    with _client(distributed, name, jobs, scheduler) as client:
-        yield DaskExecutor(client)
+    with ExitStack() as stack:
+        if name == "dask":
+            yield DaskExecutor(stack.enter_context(_scheduler_client(distributed, scheduler)))
+        else:
+            yield OnDemand(lambda: DaskExecutor(stack.enter_context(
+                _local_client(distributed, jobs))))
+
+
+class OnDemand:
+    """An executor made by ``start`` when the first batch with cells comes (and not at all
+    when the cache holds every cell)."""
+
+    def __init__(self, start: Callable[[], Executor]) -> None:
+        from kvrules.archive.cluster import BATCH_CELLS
+        self.batch_cells = BATCH_CELLS
+        self._start = start
+        self._started: Executor | None = None
+
+    def classify_batches(self, policy: Policy,
+                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+        """Empty batches answered here until one has cells; then all by the started one."""
+        for batch in batches:
+            if not batch:
+                yield []
+                continue
+            if self._started is None:
+                self._started = self._start()
+            yield from self._started.classify_batches(policy, chain([batch], batches))
+            return
+
+    @property
+    def started(self) -> Executor | None:
+        """The executor, once started (for tests and the cluster's client)."""
+        return self._started
 
 
 @contextmanager
-def _client(distributed: Any, name: str, jobs: int, scheduler: str | None) -> Iterator[Any]:
-    """A client of the named scheduler, or of a LocalCluster of ``jobs`` processes."""
-    if name == "dask":
-        try:
-            client = distributed.Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise KvrulesUsageError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
-        with client:
-            yield client
-        return
+def _scheduler_client(distributed: Any, scheduler: str | None) -> Iterator[Any]:
+    try:
+        client = distributed.Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise KvrulesUsageError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
+    with client:
+        yield client
+
+
+@contextmanager
+def _local_client(distributed: Any, jobs: int) -> Iterator[Any]:
+    """A client of a LocalCluster of ``jobs`` worker processes, one thread each."""
     with distributed.LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True,
                                   dashboard_address=":0", silence_logs=logging.ERROR) as cluster:
         with distributed.Client(cluster) as client:
