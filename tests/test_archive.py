@@ -226,3 +226,23 @@ def test_a_warm_run_starts_no_cluster(policy: api.Policy, tmp_path: Path,
     lazy = OnDemand(no_cluster)
     assert report(policy, lazy, VerdictCache(cache)) == local_report
     assert lazy.started is None
+
+
+def test_the_readme_duckdb_query_reads_the_parquet_dataset(tmp_path: Path) -> None:
+    import re
+
+    import duckdb
+    from typer.testing import CliRunner
+
+    from kvrules.cli.app import app
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    query = re.search(r'^duckdb -c "(.*?)"$', readme, re.S | re.M)
+    assert query is not None
+    done = CliRunner().invoke(app, ["classify", str(EXAMPLES), "--format", "parquet",
+                                    "--output", str(tmp_path / "verdicts")])
+    assert done.exit_code == 1  # the examples hold error cells
+    sql = query.group(1).replace("verdicts/", f"{tmp_path}/verdicts/")
+    rows = duckdb.sql(sql).fetchall()
+    assert (f"{EXAMPLES}/dense-legacy-stamp-format", "skip:dense_model_content_insensitive",
+            2, 2) in rows
+    assert sum(points for _, _, points, _ in rows) == 18

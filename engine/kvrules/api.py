@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import warnings
 import multiprocessing
 from collections import deque
 from contextlib import contextmanager
@@ -165,10 +166,17 @@ def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None =
             yield from _classify_refs(refs, policy, jobs, progress)
         return
     cells = iter_discover(paths, plan)  # lazily: an archive's cells are never all held
-    total = sum(1 for _ in iter_discover(paths, plan)) if progress is not None else 0
+    total = _count(paths, plan) if progress is not None else 0
     runner = executor if executor is not None else LocalExecutor(jobs)
     with _batch_gc():
         yield from _counted(_batched(cells, policy, runner, cache), total, progress)
+
+
+def _count(paths: Paths, plan: str | None) -> int:
+    """How many cells a run will give (a listing pass; its warnings come with the cells)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sum(1 for _ in iter_discover(paths, plan))
 
 
 def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:
