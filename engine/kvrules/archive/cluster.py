@@ -58,8 +58,7 @@ class DaskExecutor:
 
     def __init__(self, client: Any, window: int | None = None) -> None:
         self.client = client
-        workers = max(1, sum(client.nthreads().values()))
-        self.window = window if window is not None else 2 * workers
+        self.window = window
         self.task: Callable[[CompiledPolicy, list[CellRef]], list[CellVerdict]] = classify_batch
         self._check_versions()
 
@@ -80,7 +79,7 @@ class DaskExecutor:
                 task = self.client.submit(self.task, shipped, batch, pure=False,
                                           retries=1) if batch else None
                 flight.append((batch, task))
-                if len(flight) >= self.window:
+                if len(flight) >= self._window():
                     yield self._collect(policy, *flight.popleft())
             while flight:
                 yield self._collect(policy, *flight.popleft())
@@ -88,6 +87,13 @@ class DaskExecutor:
             pending = [task for _, task in flight if task is not None]
             if pending:
                 self.client.cancel(pending)
+
+    def _window(self) -> int:
+        """Batches in flight: ``window``, else twice the worker threads there are now (a
+        cluster that scales up, as dask-jobqueue's do, gets a wider window as it grows)."""
+        if self.window is not None:
+            return self.window
+        return 2 * max(1, sum(self.client.nthreads().values()))
 
     def _collect(self, policy: api.Policy, batch: list[CellRef], task: Any) -> list[CellVerdict]:
         """The task's verdicts; an ``engine_failure`` per cell when it failed for good."""
