@@ -1,13 +1,14 @@
 """Benchmark classifying an archive: executors, workers, and a cold against a warm cache.
 
     python benchmarks/bench_archive.py [--campaigns 42] [--cells-per-campaign 5]
-                                       [--points 500] [--repeat 3] [--markdown]
+                                       [--points 500] [--format text] [--repeat 3] [--markdown]
 
 The archive is a ``diverse`` corpus (``corpus.py``: every cell reads differently to the
 rules) re-packed into ``--campaigns`` small campaigns filed two levels deep, as a shared
 archive keeps them (``archive/shelf-N/campaign``). For ``--executor local`` and
-``dask-local`` with 1 and 2 workers, the installed ``kvrules classify ARCHIVE --format
-jsonl`` runs as a whole process: without the verdict cache (``--no-cache``), with a fresh
+``dask-local`` with 1 and 2 workers, the installed ``kvrules classify ARCHIVE --format F``
+(``text`` by default: the run, not the rendering of a 100 MB report, is measured) runs as a
+whole process: without the verdict cache (``--no-cache``), with a fresh
 one (cold: every cell evaluated and stored) and again (warm: every cell read back). The
 compiled policy cache is warm throughout. Reported: medians of ``--repeat`` runs (wall
 seconds, CPU seconds of the process and its waited-for children), the warm speed-up, and
@@ -56,25 +57,25 @@ def build_archive(root: Path, campaigns: int, per_campaign: int, points: int) ->
 
 
 def command(archive: Path, out: Path, executor: str, jobs: int, mode: str,
-            cache: Path) -> list[str]:
-    cmd = [*kvrules_command(), "classify", str(archive), "--format", "jsonl", "--output",
+            cache: Path, fmt: str) -> list[str]:
+    cmd = [*kvrules_command(), "classify", str(archive), "--format", fmt, "--output",
            str(out), "--executor", executor, "--jobs", str(jobs)]
     return cmd + (["--no-cache"] if mode == "uncached" else ["--cache", str(cache)])
 
 
-def measure(archive: Path, work: Path, repeat: int) -> tuple[dict[tuple[str, int, str], Run],
-                                                            bool]:
+def measure(archive: Path, work: Path, repeat: int,
+            fmt: str) -> tuple[dict[tuple[str, int, str], Run], bool]:
     """Median runs per (executor, jobs, mode), and whether every report was the same."""
     runs: dict[tuple[str, int, str], list[Run]] = {}
-    reference = work / "reference.jsonl"
+    reference = work / "reference.out"
     same = True
-    run_process(command(archive, reference, "local", 1, "uncached", work))  # warms policies
+    run_process(command(archive, reference, "local", 1, "uncached", work, fmt))  # warm policies
     for n in range(repeat):
         for executor, jobs in EXECUTORS:
             cache = work / f"cache-{executor}-{jobs}-{n}"
             for mode in MODES:
-                out = work / f"{executor}-{jobs}-{mode}.jsonl"
-                run = run_process(command(archive, out, executor, jobs, mode, cache))
+                out = work / f"{executor}-{jobs}-{mode}.out"
+                run = run_process(command(archive, out, executor, jobs, mode, cache, fmt))
                 runs.setdefault((executor, jobs, mode), []).append(run)
                 same = same and filecmp.cmp(out, reference, shallow=False)
             shutil.rmtree(cache)
@@ -82,7 +83,7 @@ def measure(archive: Path, work: Path, repeat: int) -> tuple[dict[tuple[str, int
 
 
 def report(results: dict[tuple[str, int, str], Run], cells: int, campaigns: int,
-           same: bool, markdown: bool) -> list[str]:
+           fmt: str, same: bool, markdown: bool) -> list[str]:
     head = ["executor", "workers", "no cache s", "cold s", "warm s", "cold cells/s",
             "warm speed-up", "cold CPU s"]
     rows = []
@@ -97,7 +98,8 @@ def report(results: dict[tuple[str, int, str], Run], cells: int, campaigns: int,
     else:
         lines = ["  ".join(f"{h:>13}" for h in head)]
         lines += ["  ".join(f"{c:>13}" for c in r) for r in rows]
-    lines.append(f"{campaigns} campaigns, {cells} cells; every report identical: {same}")
+    lines.append(f"{campaigns} campaigns, {cells} cells, --format {fmt}; every report "
+                 f"identical: {same}")
     return lines
 
 
@@ -106,15 +108,17 @@ def main() -> None:
     parser.add_argument("--campaigns", type=int, default=42)
     parser.add_argument("--cells-per-campaign", type=int, default=5)
     parser.add_argument("--points", type=int, default=500)
+    parser.add_argument("--format", default="text", help="the report format timed")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kvrules-bench-archive-") as tmp:
         work = Path(tmp)
         archive = build_archive(work, args.campaigns, args.cells_per_campaign, args.points)
-        results, same = measure(archive, work, args.repeat)
+        results, same = measure(archive, work, args.repeat, args.format)
         cells = args.campaigns * args.cells_per_campaign
-        print("\n".join(report(results, cells, args.campaigns, same, args.markdown)))
+        print("\n".join(report(results, cells, args.campaigns, args.format, same,
+                                args.markdown)))
 
 
 if __name__ == "__main__":
