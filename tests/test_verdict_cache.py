@@ -177,3 +177,27 @@ def test_parquet_dataset_has_one_row_per_point_partitioned_by_campaign(
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dataset")]
     bad = run(["classify", *archive, "-f", "parquet"], {**os.environ})
     assert bad.returncode == 2 and b"--output DIR" in bad.stderr
+
+
+WARM_RUN = """
+import sys
+from kvrules import api
+from kvrules.cache.verdicts import VerdictCache
+paths, folder = sys.argv[1:-1], sys.argv[-1]
+policy = api.load_policy()
+cache = VerdictCache(__import__("pathlib").Path(folder))
+cells = list(api.iter_classify(paths, policy, cache=cache))
+print(len(cells), cache.hits, cache.misses, policy.classifier.engine._proc is not None,
+      sorted(m for m in ("durable", "jsonschema", "distributed") if m in sys.modules))
+"""
+
+
+def test_a_warm_run_starts_no_engine_compiles_nothing_and_imports_no_durable_rules(
+        archive: list[str], tmp_path: Path) -> None:
+    run = [sys.executable, "-c", WARM_RUN, *archive, str(tmp_path / "v")]
+    cold = subprocess.run(run, capture_output=True, text=True, check=True).stdout.split(" ", 3)
+    warm = subprocess.run(run, capture_output=True, text=True, check=True).stdout.split(" ", 3)
+    assert cold[0] == warm[0] and cold[1] == "0" and cold[3].startswith("True")
+    # durable-rules is imported by the engine worker only; the policy cache hands over a
+    # compiled policy (compiling would load jsonschema)
+    assert warm[1:3] == [cold[0], "0"] and warm[3].strip() == "False []"
