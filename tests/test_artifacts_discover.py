@@ -171,5 +171,5 @@ def test_every_path_is_checked_before_the_first_cell(tmp_path: Path) -> None:
     from kvrules.artifacts.discover import iter_discover
     good = copy_example(tmp_path, DENSE)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(KvrulesUsageError, match="nor a folder holding campaigns"):
+    with pytest.raises(KvrulesUsageError, match="nor a folder of campaigns"):
         iter_discover([str(good), str(tmp_path / "empty")])

@@ -130,7 +130,7 @@ def _kind(given: str, root: Path) -> str:
         return "archive"
     raise KvrulesUsageError(
         f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/), "
-        f"a cell folder (with {RAW_DIR}/) nor a folder holding campaigns")
+        f"a cell folder (with {RAW_DIR}/) nor a folder of campaigns")
 
 
 def _campaigns_below(label: str, folder: Path) -> Iterator[tuple[str, Path]]:
