@@ -68,19 +68,19 @@ def test_dask_gives_the_local_bytes_whatever_the_batching(
     assert report(policy, small_batches(client)) == local_report
 
 
-def test_a_worker_killed_mid_run_loses_no_cell(client: Any, policy: api.Policy,
-                                               local_report: str) -> None:
+def test_workers_killed_mid_run_lose_no_cell(client: Any, policy: api.Policy,
+                                             local_report: str) -> None:
+    """Every worker is killed while busy (the one holding the shipped policy too): the
+    nannies restart them, Dask recomputes what was lost, and the report is the local one."""
     executor = small_batches(client, window=6)
     cells = api.iter_classify([str(EXAMPLES)], policy, executor=executor)
     first = next(cells)  # tasks are in flight now
-    busy = [addr for addr, keys in client.processing().items() if keys]
-    victim = busy[0] if busy else next(iter(client.scheduler_info()["workers"]))
-    pid = client.run(os.getpid, workers=[victim])[victim]
-    os.kill(pid, signal.SIGKILL)
+    for address in list(client.scheduler_info()["workers"]):
+        os.kill(client.run(os.getpid, workers=[address])[address], signal.SIGKILL)
     rest = list(cells)
+    assert [e.message for c in rest for e in c.errors if e.code == ENGINE_FAILURE] == []
     assert "".join(iter_jsonl(policy.identity, [first, *rest])) == local_report
-    assert not any(e.code == ENGINE_FAILURE for c in rest for e in c.errors)
-    client.wait_for_workers(2, timeout=30)  # the nanny restarts it for the next tests
+    client.wait_for_workers(2, timeout=60)  # restarted for the next tests
 
 
 def test_a_failing_task_gives_its_cells_an_engine_failure(client: Any,

@@ -1,6 +1,8 @@
 """Batches of cells classified by dask.distributed workers, streamed back in input order.
 
-The compiled policy is scattered to every worker once; a worker keeps one
+The compiled policy travels once, as the input of a task every batch depends on (not as
+scattered data: a result the scheduler can recompute survives the death of the workers
+holding it, scattered data does not); a worker keeps one
 :class:`kvrules.api.Policy` (classifier and supervised engine) per policy digest and
 parameters, so a task carries only its cells' locations. At most ``window`` batches are in
 flight: memory stays flat however large the archive. A batch whose task fails (after one
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import pickle
 from collections import deque
 from typing import Any, Callable, Iterator
 
@@ -36,6 +39,13 @@ def _policy_on_worker(compiled: CompiledPolicy) -> api.Policy:
     if policy is None:
         policy = _POLICIES[key] = api.Policy(compiled, None)
     return policy
+
+
+def policy_of(payload: bytes) -> CompiledPolicy:
+    """Worker side: the compiled policy a run ships (pickled, so Dask never walks it)."""
+    compiled = pickle.loads(payload)
+    assert isinstance(compiled, CompiledPolicy)
+    return compiled
 
 
 def classify_batch(compiled: CompiledPolicy, refs: list[CellRef]) -> list[CellVerdict]:
@@ -72,7 +82,8 @@ class DaskExecutor:
     def classify_batches(self, policy: api.Policy,
                          batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
         """The verdicts of each batch, in order, with at most ``window`` tasks in flight."""
-        shipped = self.client.scatter(policy.compiled, broadcast=True, hash=False)
+        payload = pickle.dumps(policy.compiled, protocol=pickle.HIGHEST_PROTOCOL)
+        shipped = self.client.submit(policy_of, payload, pure=False)
         flight: deque[tuple[list[CellRef], Any]] = deque()
         try:
             for batch in batches:
@@ -93,7 +104,8 @@ class DaskExecutor:
         cluster that scales up, as dask-jobqueue's do, gets a wider window as it grows)."""
         if self.window is not None:
             return self.window
-        return 2 * max(1, sum(self.client.nthreads().values()))
+        threads: int = sum(self.client.nthreads().values())
+        return 2 * max(1, threads)
 
     def _collect(self, policy: api.Policy, batch: list[CellRef], task: Any) -> list[CellVerdict]:
         """The task's verdicts; an ``engine_failure`` per cell when it failed for good."""
