@@ -143,3 +143,33 @@ def test_a_folder_of_campaigns_stands_for_each_campaign_in_name_order() -> None:
     expected = [f"{EXAMPLES}/{p.name}" for p in sorted(EXAMPLES.iterdir()) if p.is_dir()]
     assert sorted(set(campaigns)) == expected
     assert campaigns == sorted(campaigns)
+
+
+def test_an_archive_holds_campaigns_at_any_depth_in_name_order(tmp_path: Path) -> None:
+    from kvrules.artifacts.discover import iter_discover
+    archive = tmp_path / "archive"
+    deep = copy_example(archive / "2025" / "q4", DENSE)
+    shallow = copy_example(archive, DP2)
+    cells = iter_discover([str(archive)])
+    assert not isinstance(cells, list)  # lazy: one campaign at a time
+    assert [(r.campaign, r.root) for r in cells] == [
+        (f"{archive}/2025/q4/{DENSE}", deep.resolve()),
+        (f"{archive}/{DP2}", shallow.resolve())]
+
+
+def test_a_glob_stands_for_its_matching_folders_sorted(tmp_path: Path) -> None:
+    copy_example(tmp_path / "runs", DENSE)
+    copy_example(tmp_path / "runs", DP2)
+    refs = discover([f"{tmp_path}/runs/d*"])
+    assert [r.campaign for r in refs] == [f"{tmp_path}/runs/{DENSE}", f"{tmp_path}/runs/{DP2}"]
+    assert [r.campaign for r in discover([f"{tmp_path}/**/dp*"])] == [f"{tmp_path}/runs/{DP2}"]
+    with pytest.raises(KvrulesUsageError, match="no folder matches"):
+        discover([f"{tmp_path}/nothing-*"])
+
+
+def test_every_path_is_checked_before_the_first_cell(tmp_path: Path) -> None:
+    from kvrules.artifacts.discover import iter_discover
+    good = copy_example(tmp_path, DENSE)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(KvrulesUsageError, match="nor a folder of campaigns"):
+        iter_discover([str(good), str(tmp_path / "empty")])

@@ -26,7 +26,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("cache",),
     ("api",),
-    ("consumers", "authoring"),
+    ("consumers", "authoring", "archive"),
     ("cli",),
 )
 """Pipeline stages in order; stages of one tuple are peers (neither may import the other

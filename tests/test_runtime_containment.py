@@ -65,7 +65,7 @@ def _crash_campaign(tmp_path: Path, name: str) -> Path:
 ])
 def test_crash_reproducers_are_evidence_errors_not_signals(tmp_path, name, code):
     campaign = _crash_campaign(tmp_path, name)
-    result = _run("classify", str(campaign), "--format", "json")
+    result = _run("classify", "--no-cache", str(campaign), "--format", "json")
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
     report = json.loads(result.stdout)
     (cell,) = report["cells"]
@@ -89,8 +89,8 @@ def _cells(stdout: str) -> list[dict]:
 
 
 def test_a_killed_engine_worker_costs_exactly_one_cell():
-    baseline = _run("classify", *_examples(), "--format", "json")
-    killed = {j: _run("classify", *_examples(), "--format", "json", "--jobs", j,
+    baseline = _run("classify", "--no-cache", *_examples(), "--format", "json")
+    killed = {j: _run("classify", "--no-cache", *_examples(), "--format", "json", "--jobs", j,
                       env={HOOK: MOE_CELL}) for j in ("1", "2")}
     assert killed["1"].stdout == killed["2"].stdout
     assert killed["1"].returncode == 1 and not killed["1"].stderr
@@ -108,9 +108,9 @@ def test_a_killed_engine_worker_costs_exactly_one_cell():
 
 
 def test_a_retried_worker_gives_the_same_bytes_with_any_jobs():
-    baseline = _run("classify", *_examples(), "--format", "json")
+    baseline = _run("classify", "--no-cache", *_examples(), "--format", "json")
     for jobs in ("1", "2"):
-        once = _run("classify", *_examples(), "--format", "json", "--jobs", jobs,
+        once = _run("classify", "--no-cache", *_examples(), "--format", "json", "--jobs", jobs,
                     env={HOOK: MOE_CELL + ":once"})
         assert (once.returncode, once.stdout) == (baseline.returncode, baseline.stdout)
 
@@ -212,7 +212,7 @@ def big_corpus(tmp_path_factory) -> list[str]:
 def test_interrupt_exits_promptly_without_output(tmp_path, big_corpus, sig, code, jobs):
     out = tmp_path / "report.json"
     env = {k: v for k, v in os.environ.items() if k != HOOK}
-    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify", *big_corpus,
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify", "--no-cache", *big_corpus,
                              "--format", "json", "--jobs", jobs, "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -13,20 +13,27 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import warnings
 import multiprocessing
+from collections import deque
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
-from kvrules.artifacts.discover import CellRef, Paths, discover
+from kvrules.artifacts.discover import CellRef, Paths, discover, iter_discover
 from kvrules.artifacts.load import load_cell
+from kvrules.diagnostics import ENGINE_FAILURE
 from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
-from kvrules.pipeline import Classifier
+from kvrules.pipeline import Classifier, prepare
+from kvrules.backend.events import Evaluation
+from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
+from kvrules.cache.verdicts import VerdictCache
 from kvrules.backend.durable import child_signals, signals_deferred
 from kvrules.verdicts.model import CellVerdict, Report
 
@@ -101,13 +108,149 @@ def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
         gc.set_threshold(*old)
 
 
+class Executor(Protocol):
+    """Where the cells the verdict cache does not hold are classified.
+
+    The default runs them here (``--jobs`` extraction processes, one supervised engine);
+    :mod:`kvrules.archive` adds Dask clusters. Batches come and go in input order.
+    """
+
+    batch_cells: int
+    """Cells per batch (looked up in the cache together, then sent as one unit of work)."""
+
+    def classify_batches(self, policy: "Policy",
+                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+        """The verdicts of each batch (a list per batch, batches in order)."""
+        ...  # pragma: no cover - a protocol
+
+
+_RUNNING: ContextVar[tuple["Executor | None", VerdictCache | None]] = ContextVar(
+    "kvrules_running", default=(None, None))
+
+
+@contextmanager
+def running_on(executor: Executor | None = None,
+               cache: VerdictCache | None = None) -> Iterator[None]:
+    """Classifications inside use ``executor`` and ``cache`` unless given their own: how a
+    command reaches a cluster through library functions that take neither (diff, readiness,
+    aggregate)."""
+    token = _RUNNING.set((executor, cache))
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+
+
+BATCH_CELLS = 64
+"""Cells per batch of the local executor: what a cached run holds at a time."""
+
+
 def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
-                  jobs: int = 1, progress: ProgressFn | None = None) -> Iterator[CellVerdict]:
-    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker."""
+                  jobs: int = 1, progress: ProgressFn | None = None,
+                  cache: VerdictCache | None = None,
+                  executor: Executor | None = None) -> Iterator[CellVerdict]:
+    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker.
+
+    With a ``cache``, a cell whose files, policy and kvrules are unchanged since a verdict
+    was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`). With an
+    ``executor``, the other cells are classified there in batches. Either way the cells
+    are discovered lazily (with ``progress``, a first pass only counts them).
+    """
     policy = policy or load_policy()
-    refs = discover(paths, plan)
+    ambient_executor, ambient_cache = _RUNNING.get()
+    executor = executor if executor is not None else ambient_executor
+    cache = cache if cache is not None else ambient_cache
+    if cache is None and executor is None:
+        refs = discover(paths, plan)
+        with _batch_gc():
+            yield from _classify_refs(refs, policy, jobs, progress)
+        return
+    cells = iter_discover(paths, plan)  # lazily: an archive's cells are never all held
+    total = _count(paths, plan) if progress is not None else 0
+    runner = executor if executor is not None else LocalExecutor(jobs)
     with _batch_gc():
-        yield from _classify_refs(refs, policy, jobs, progress)
+        yield from _counted(_batched(cells, policy, runner, cache), total, progress)
+
+
+def _count(paths: Paths, plan: str | None) -> int:
+    """How many cells a run will give (a listing pass; its warnings come with the cells)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sum(1 for _ in iter_discover(paths, plan))
+
+
+def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:
+    batch: list[CellRef] = []
+    for ref in refs:
+        batch.append(ref)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
+             cache: VerdictCache | None) -> Iterator[CellVerdict]:
+    """Cached verdicts where stored, the others from ``executor`` (then stored), in order.
+
+    Only the batches the executor holds in flight are kept: memory does not grow with the
+    number of cells.
+    """
+    identity = policy.identity
+    looked: deque[list[tuple[str | None, CellVerdict | None]]] = deque()
+
+    def misses() -> Iterator[list[CellRef]]:
+        for batch in _batches(refs, executor.batch_cells):
+            found: list[tuple[str | None, CellVerdict | None]] = (
+                cache.lookup(batch, identity.digest, identity.parameters)
+                if cache is not None else [(None, None)] * len(batch))
+            looked.append(found)
+            yield [ref for ref, (_, verdict) in zip(batch, found) if verdict is None]
+
+    for fresh in executor.classify_batches(policy, misses()):
+        computed = iter(fresh)
+        for key, verdict in looked.popleft():
+            if verdict is None:
+                verdict = next(computed)
+                if cache is not None and key is not None and not _engine_failed(verdict):
+                    cache.put(key, verdict)
+            yield verdict
+
+
+class LocalExecutor:
+    """Batches classified on this machine, as without a cache (``--executor local``)."""
+
+    batch_cells = BATCH_CELLS
+
+    def __init__(self, jobs: int = 1) -> None:
+        self.jobs = jobs
+
+    def classify_batches(self, policy: Policy,
+                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+        """Each batch through the parent's engine; with ``jobs`` > 1 one pool of extraction
+        processes serves every batch (started only when a batch has cells)."""
+        pool: Any = None
+        try:
+            for batch in batches:
+                if self.jobs <= 1 or len(batch) <= 1:
+                    yield list(classify_refs(batch, policy))
+                    continue
+                if pool is None:
+                    pool = _extraction_pool(self.jobs)
+                extracted = pool.imap(_extract_ref, batch, chunksize=4)
+                yield list(policy.classifier.classify_stream(extracted))
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+
+
+def _extraction_pool(jobs: int) -> Any:
+    """Worker processes that load and extract cells (the engine stays in the parent)."""
+    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+    with signals_deferred():
+        return ctx.Pool(jobs, _init_worker)
 
 
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
@@ -119,12 +262,31 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
         return
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
-    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with signals_deferred():
-        pool = ctx.Pool(jobs, _init_worker)
-    with pool:
+    with _extraction_pool(jobs) as pool:
         extracted = pool.imap(_extract_ref, refs, chunksize=4)
         yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
+
+
+def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdict]:
+    """Verdicts of discovered cells in order, in this process (what an executor's worker
+    runs on a batch)."""
+    with _batch_gc():
+        cells = (_extract_ref(r) for r in refs)
+        yield from policy.classifier.classify_stream(cells)
+
+
+def failed_verdict(ref: CellRef, policy: Policy, reason: str) -> CellVerdict:
+    """The verdict of a cell whose evaluation was lost (a dead worker, a failed task): an
+    ``engine_failure``, as for a crashed engine; a cell the engine would never see keeps
+    its evidence errors."""
+    prepared = prepare(policy.compiled, _extract_ref(ref))
+    ev = Evaluation(failures=[reason]) if prepared.to_engine else Evaluation()
+    return build_cell(policy.compiled, prepared.cell, ev, prepared.class_of, prepared.classes)
+
+
+def _engine_failed(verdict: CellVerdict) -> bool:
+    """A crashed or hung engine is transient: such a verdict is never cached."""
+    return any(e.code == ENGINE_FAILURE for e in verdict.errors)
 
 
 def _counted(results: Iterator[CellVerdict], total: int,
@@ -136,8 +298,9 @@ def _counted(results: Iterator[CellVerdict], total: int,
 
 
 def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
-             jobs: int = 1, progress: ProgressFn | None = None) -> Report:
+             jobs: int = 1, progress: ProgressFn | None = None,
+             cache: VerdictCache | None = None, executor: Executor | None = None) -> Report:
     """Classify every cell under ``paths`` and return the whole report."""
     policy = policy or load_policy()
-    cells = tuple(iter_classify(paths, policy, plan, jobs, progress))
+    cells = tuple(iter_classify(paths, policy, plan, jobs, progress, cache, executor))
     return Report(policy=policy.identity, cells=cells)

@@ -7,11 +7,12 @@ path that does not exist or is neither a campaign nor a cell) raises.
 """
 from __future__ import annotations
 
+import glob
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Iterable, Iterator, Sequence, Union
 
 from kvrules.artifacts.jsonio import read_json
 from kvrules.diagnostics import KvrulesUsageError, KvrulesWarning
@@ -52,32 +53,30 @@ def discover(paths: Paths, plan: str | None = None) -> list[CellRef]:
     folders under ``cells/`` plus the plan's cells that have no folder yet (they are then
     reported as having no rank artifacts instead of silently disappearing). A single cell
     folder holds ``raw/`` and uses ``plan`` (``--plan FILE``) when given. A folder of
-    campaigns stands for each campaign directly inside it, in name order.
+    campaigns (an archive) stands for every campaign below it, at any depth, in name order
+    (a campaign's own folders are not searched further). A path that does not exist but
+    holds ``*``, ``?`` or ``[`` is a glob (``**`` for any depth): its matches, sorted.
+    """
+    return list(iter_discover(paths, plan))
+
+
+def iter_discover(paths: Paths, plan: str | None = None) -> Iterator[CellRef]:
+    """:func:`discover` one campaign at a time (memory flat over a large archive).
+
+    Every path is checked before the first cell is yielded, so an unusable invocation
+    raises before any output.
     """
     plan_path = _explicit_plan(plan)
-    refs: list[CellRef] = []
-    for given in input_paths(paths):
-        root = _existing_dir(given)
-        if _is_campaign(root):
-            refs.extend(_campaign_cells(given, root, plan_path))
-        elif (root / RAW_DIR).is_dir():
-            refs.append(CellRef(given, root, root.name, root, plan_path))
-        elif campaigns := sorted(c for c in root.iterdir() if c.is_dir() and _is_campaign(c)):
-            for child in campaigns:  # a folder of campaigns, e.g. ``examples/``
-                label = f"{given.rstrip('/')}/{child.name}"
-                refs.extend(_campaign_cells(label, child.resolve(), plan_path))
-        else:
-            raise KvrulesUsageError(
-                f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/), "
-                f"a cell folder (with {RAW_DIR}/) nor a folder of campaigns")
-    return _once(refs)
+    inputs = [(label, root, _kind(label, root))
+              for label, root in ((g, _existing_dir(g)) for g in _expand(input_paths(paths)))]
+    return _once(_cells_of(inputs, plan_path))
 
 
-def _once(refs: list[CellRef]) -> list[CellRef]:
+def _once(refs: Iterable[CellRef]) -> Iterator[CellRef]:
     """Each cell once, where it was first given: a campaign named twice (``a a``, or
-    ``a`` and ``./a/``) would otherwise be reported, counted and aggregated twice."""
+    ``a`` and ``./a/``) would otherwise be reported, counted and aggregated twice. The
+    warnings come when every cell has been given."""
     seen: set[tuple[Path, str]] = set()
-    out: list[CellRef] = []
     repeated: dict[str, int] = {}
     for ref in refs:
         key = (Path(os.path.abspath(ref.cell_dir)).resolve(), ref.cell_id)
@@ -85,12 +84,72 @@ def _once(refs: list[CellRef]) -> list[CellRef]:
             repeated[ref.campaign] = repeated.get(ref.campaign, 0) + 1
             continue
         seen.add(key)
-        out.append(ref)
+        yield ref
     for campaign, n in repeated.items():
         warnings.warn(KvrulesWarning(
             f"{campaign}: {n} cell{'s' * (n != 1)} already given by an earlier path, "
             "reported once"), stacklevel=3)
+
+
+def _cells_of(inputs: list[tuple[str, Path, str]],
+              plan_path: Path | None) -> Iterator[CellRef]:
+    for label, root, kind in inputs:
+        if kind == "campaign":
+            yield from _campaign_cells(label, root, plan_path)
+        elif kind == "cell":
+            yield CellRef(label, root, root.name, root, plan_path)
+        else:
+            for child_label, child in _campaigns_below(label.rstrip("/"), root):
+                yield from _campaign_cells(child_label, child.resolve(), plan_path)
+
+
+GLOB_CHARS = frozenset("*?[")
+
+
+def _expand(paths: list[str]) -> list[str]:
+    """The paths as given, a glob (a path that does not exist, with ``*?[``) expanded."""
+    out: list[str] = []
+    for given in paths:
+        if GLOB_CHARS.isdisjoint(given) or os.path.lexists(given):
+            out.append(given)
+            continue
+        matches = sorted(m for m in glob.glob(given, recursive=True) if os.path.isdir(m))
+        if not matches:
+            raise KvrulesUsageError(f"{given}: no folder matches")
+        out.extend(matches)
     return out
+
+
+def _kind(given: str, root: Path) -> str:
+    """``campaign``, ``cell`` or ``archive`` (campaigns below); else a usage error."""
+    if _is_campaign(root):
+        return "campaign"
+    if (root / RAW_DIR).is_dir():
+        return "cell"
+    if next(_campaigns_below(given, root), None) is not None:
+        return "archive"
+    raise KvrulesUsageError(
+        f"{given}: neither a campaign folder (with {PLAN_NAME} or {CELLS_DIR}/), "
+        f"a cell folder (with {RAW_DIR}/) nor a folder of campaigns")
+
+
+def _campaigns_below(label: str, folder: Path) -> Iterator[tuple[str, Path]]:
+    """Every campaign below ``folder`` (depth first, names in order) with its label.
+
+    Campaigns may be symbolic links; other linked folders are not entered (no loops), and
+    neither are cells nor the campaigns found.
+    """
+    try:
+        children = sorted(c for c in folder.iterdir() if c.is_dir())
+    except OSError as exc:
+        raise KvrulesUsageError(f"{folder}: cannot list folder: {exc.strerror or exc}") \
+            from None
+    for child in children:
+        child_label = f"{label}/{child.name}"
+        if _is_campaign(child):
+            yield child_label, child
+        elif not child.is_symlink() and not (child / RAW_DIR).is_dir():
+            yield from _campaigns_below(child_label, child)
 
 
 def _is_campaign(folder: Path) -> bool:

@@ -25,14 +25,17 @@ def aggregate(campaigns: opt.Campaigns,
                   show_default=False)],
               rules: opt.Rules = None, plan: opt.Plan = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
-              fmt: opt.FormatOption = opt.Format.text) -> None:
+              fmt: opt.FormatOption = opt.Format.text,
+              executor: opt.Executor = opt.ExecutorName.local,
+              scheduler: opt.Scheduler = None) -> None:
     from kvrules.consumers.aggregate import aggregate_paths
     from kvrules.consumers.render import render_aggregation, render_json
     from kvrules.consumers.rows import write_rows
     with usage_errors():
         check_output(output)
-        result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),
-                                 plan=opt.plan_arg(plan), jobs=jobs)
+        with opt.running(executor, jobs, scheduler):
+            result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),
+                                     plan=opt.plan_arg(plan), jobs=jobs)
         write_rows(result.rows, output)
         json_out = fmt is opt.Format.json
         write_text(render_json(result) if json_out else render_aggregation(result, str(output)),

@@ -20,6 +20,7 @@ from kvrules.cli import classify
 from kvrules.cli import aggregate, publish, readiness, verify
 from kvrules.cli import diff, explain, rules
 from kvrules.cli import report
+from kvrules.cli import cache
 from kvrules.verdicts.model import KVRULES_VERSION
 
 FORMAT_ALIASES = {"table": "text", "pretty": "text"}
@@ -44,6 +45,7 @@ COMMANDS: tuple[ModuleType, ...] = (
 
 GROUPS: tuple[tuple[str, ModuleType], ...] = (
     ("rules", rules),  # kvrules rules check|test
+    ("cache", cache),  # kvrules cache info|prune
 )
 """``(name, module)`` pairs mounted as sub-commands with ``app.add_typer(module.app)``."""
 

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Iterable, Iterator
 
 import typer
 
+from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
 
 if TYPE_CHECKING:  # the library is imported when the command runs, not for --help
+    from kvrules.cache.verdicts import VerdictCache
     from kvrules.verdicts.model import CellVerdict, PolicyIdentity
 
 
@@ -21,6 +23,7 @@ class Format(str, Enum):
     json = "json"
     jsonl = "jsonl"
     github = "github"
+    parquet = "parquet"
 
 
 HELP = (
@@ -105,7 +108,8 @@ def classify(
         show_default=False)] = None,
     fmt: Annotated[Format, typer.Option(
         "--format", "-f", help="text (a table) for people, json one document, jsonl "
-        "streamed records, github workflow annotations of the evidence errors.",
+        "streamed records, github workflow annotations of the evidence errors, parquet a "
+        "dataset folder (one row per point; needs --output DIR).",
         case_sensitive=False)] = Format.text,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write the report to FILE (atomically) "
@@ -118,24 +122,70 @@ def classify(
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
+    cache: Annotated[Path | None, typer.Option(
+        "--cache", metavar="DIR", help="Verdict cache folder: unchanged cells are not "
+        "evaluated again [default: the user cache directory].", show_default=False)] = None,
+    no_cache: Annotated[bool, typer.Option(
+        "--no-cache", help="Evaluate every cell; read and write no cached verdict.")] = False,
+    executor: opt.Executor = opt.ExecutorName.local,
+    scheduler: opt.Scheduler = None,
+    progress: Annotated[bool, typer.Option(
+        "--progress", help="Report cells, cells/s and an ETA on stderr even when it is "
+        "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
-    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors)
+    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
+              _verdict_cache(cache, no_cache), executor, scheduler, progress)
+
+
+def _check_destination(fmt: Format, output: Path | None) -> None:
+    """A report goes to a file or stdout; a parquet dataset to a folder named by --output."""
+    if fmt is not Format.parquet:
+        check_output(output)
+        return
+    from kvrules.diagnostics import KvrulesUsageError
+    if output is None or output == Path("-"):
+        raise KvrulesUsageError("--format parquet writes a folder: give it with --output DIR")
+    if output.exists() and not output.is_dir():
+        raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
+
+
+def _verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
+    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
+    from kvrules.cache.verdicts import VerdictCache, default_root
+    root = folder if folder is not None else default_root()
+    return None if off or root is None else VerdictCache(root)
+
+
+def _cache_summary(cache: "VerdictCache | None") -> None:
+    """How many cells came from the cache, on a terminal's stderr only: the report, logs
+    and pipes keep the same bytes whether cells were cached or not."""
+    if cache is not None and sys.stderr.isatty():
+        total = cache.hits + cache.misses
+        sys.stderr.write(f"kvrules: {cache.hits} of {total} cells from the verdict cache "
+                         f"({cache.root})\n")
 
 
 def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Format,
               output: Path | None, no_dense_synthetic_kv: bool, jobs: int,
-              max_errors: int) -> None:
+              max_errors: int, cache: "VerdictCache | None", executor: opt.ExecutorName,
+              scheduler: str | None, show_progress: bool = False) -> None:
     from kvrules import api
     plan_arg = str(plan) if plan is not None else None
     with usage_errors(max_errors):
-        check_output(output)
+        _check_destination(fmt, output)
         parameters = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None
         policy = api.load_policy(rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
-        with CellProgress(enabled=not shared_tty) as progress:
+        with CellProgress(enabled=not shared_tty, force=show_progress) as progress, \
+                opt.running(executor, jobs, scheduler):
             cells = _ExitTap(api.iter_classify(paths, policy, plan=plan_arg, jobs=jobs,
-                                               progress=progress))
-            write_lines(_lines(fmt, policy, cells, output), output)
+                                               progress=progress, cache=cache))
+            if fmt is Format.parquet:
+                from kvrules.verdicts.dataset import write_dataset
+                write_dataset(cells, output)  # type: ignore[arg-type]
+            else:
+                write_lines(_lines(fmt, policy, cells, output), output)
+        _cache_summary(cache)
     raise typer.Exit(cells.exit_code)
 
 

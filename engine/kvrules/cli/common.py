@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 import sys
+import time
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,35 +165,61 @@ def write_lines(lines: Iterable[str], output: Path | None) -> None:
 
 
 class CellProgress:
-    """A ``progress(done, total)`` callback drawing a rich bar on stderr.
+    """A ``progress(done, total)`` callback: cells, cells per second and an ETA on stderr.
 
-    It draws only when stderr is a terminal and the run has at least ``min_cells`` cells, so
-    logs and pipes never see it. Use as a context manager so the bar is always closed.
+    On a terminal it draws a rich bar once the run has at least ``min_cells`` cells; with
+    ``force`` (``--progress``) it also writes a plain line at most every ``every`` seconds
+    when stderr is a log or a pipe. Otherwise nothing: logs and pipes never see it. Use as
+    a context manager so the bar is always closed.
     """
 
     def __init__(self, stream: TextIO | None = None, min_cells: int = PROGRESS_MIN_CELLS,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, force: bool = False, every: float = 5.0) -> None:
         self._stream = stream if stream is not None else sys.stderr
-        self._enabled = enabled and self._stream.isatty()
-        self._min_cells = min_cells
+        self._tty = self._stream.isatty()
+        self._enabled = (enabled and self._tty) or force
+        self._min_cells = 0 if force else min_cells
         self._bar: Progress | None = None
         self._task: Any = None
+        self._every = every
+        self._started = time.monotonic()
+        self._written = self._started
 
     def __call__(self, done: int, total: int) -> None:
         if not self._enabled or total < self._min_cells:
+            return
+        if not self._tty:
+            self._line(done, total)
             return
         if self._bar is None:
             from rich.console import Console  # only when a bar is drawn
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TimeRemainingColumn)
             self._bar = Progress(TextColumn("classifying"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]} cells/s"),
                                  TimeElapsedColumn(), TimeRemainingColumn(),
                                  console=Console(file=self._stream), transient=True,
                                  redirect_stdout=False, redirect_stderr=False)
             self._bar.start()
-            self._task = self._bar.add_task("cells", total=total)
+            self._task = self._bar.add_task("cells", total=total, rate="-")
         assert self._task is not None
-        self._bar.update(self._task, completed=done, total=total)
+        self._bar.update(self._task, completed=done, total=total, rate=self._rate(done))
+
+    def _rate(self, done: int) -> str:
+        elapsed = time.monotonic() - self._started
+        return f"{done / elapsed:.1f}" if elapsed > 0 else "-"
+
+    def _line(self, done: int, total: int) -> None:
+        """One plain progress line (a log keeps a few, not one per cell)."""
+        now = time.monotonic()
+        if now - self._written < self._every and done != total:
+            return
+        self._written = now
+        elapsed = now - self._started
+        eta = f"{(total - done) * elapsed / done:.0f} s" if done and total >= done else "?"
+        self._stream.write(f"kvrules: {done}/{total} cells, {self._rate(done)} cells/s, "
+                           f"ETA {eta}\n")
+        self._stream.flush()
 
     def __enter__(self) -> "CellProgress":
         return self

@@ -5,9 +5,10 @@ Declared once so the four commands spell ``--rules``, ``--plan``, ``--format`` a
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Sequence
+from typing import TYPE_CHECKING, Annotated, Iterator, Sequence
 
 import typer
 
@@ -15,6 +16,7 @@ from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:  # the commands import the library only when they run
     from kvrules import api
+    from kvrules.cache.verdicts import VerdictCache
 
 
 class Format(str, Enum):
@@ -39,6 +41,22 @@ NoDense = Annotated[bool, typer.Option(
     "the legacy classification, exactly.")]
 Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
                                    help="Cells classified in parallel.")]
+
+
+class ExecutorName(str, Enum):
+    local = "local"
+    dask = "dask"
+    dask_local = "dask-local"
+
+
+Executor = Annotated[ExecutorName, typer.Option(
+    "--executor", case_sensitive=False, help="Where cells are classified: local (--jobs "
+    "processes), dask (the cluster of --scheduler; its workers need kvrules installed) or "
+    "dask-local (a LocalCluster of --jobs worker processes). Dask needs "
+    "pip install 'kvrules[dask]'.")]
+Scheduler = Annotated[str | None, typer.Option(
+    "--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler of --executor dask.",
+    show_default=False)]
 FormatOption = Annotated[Format, typer.Option(
     "--format", "-f", help="text (a table) for people, json one document.", case_sensitive=False)]
 
@@ -70,3 +88,14 @@ def check_outside(campaigns: Sequence[str], output: Path | None) -> None:
         if target == root or root in target.parents:
             raise KvrulesUsageError(f"--output {output} is inside {campaign}: readiness never "
                                     "writes inside a campaign")
+
+
+@contextmanager
+def running(executor: ExecutorName, jobs: int, scheduler: str | None,
+            cache: "VerdictCache | None" = None) -> Iterator[None]:
+    """Classifications inside run on the chosen executor (and verdict cache)."""
+    from kvrules import api
+    from kvrules.archive.executors import executor as open_executor
+    with open_executor(executor.value, jobs, scheduler) as chosen:
+        with api.running_on(chosen, cache):
+            yield

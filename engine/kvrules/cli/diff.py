@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import check_output, usage_errors, write_text
 
 
@@ -57,6 +58,8 @@ def diff(
         show_default=False)] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
                                       help="Cells classified in parallel.")] = 1,
+    executor: opt.Executor = opt.ExecutorName.local,
+    scheduler: opt.Scheduler = None,
 ) -> None:
     from kvrules import api
     from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
@@ -66,12 +69,13 @@ def diff(
         new = api.load_policy(head, parse_params(head_param) or None)
         check_output(output)
         plan_arg = str(plan) if plan else None
-        if fmt is Format.html:
-            result, text = render_diff_html(paths, old, new, plan_arg, jobs)
-        else:
-            result = diff_corpus(paths, old, new, plan_arg, jobs)
-            text = (render_diff_json(result) if fmt is Format.json
-                    else render_diff_text(result))
+        with opt.running(executor, jobs, scheduler):
+            if fmt is Format.html:
+                result, text = render_diff_html(paths, old, new, plan_arg, jobs)
+            else:
+                result = diff_corpus(paths, old, new, plan_arg, jobs)
+                text = (render_diff_json(result) if fmt is Format.json
+                        else render_diff_text(result))
         write_text(text, output)
     raise typer.Exit(result.exit_code(fail_on_change))
 

@@ -25,14 +25,17 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
               output: Annotated[Path | None, typer.Option(
                   "--output", "-o", metavar="FILE", help="Write the report to FILE "
                   "(atomically; not inside a campaign).", show_default=False)] = None,
-              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1) -> None:
+              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
+              executor: opt.Executor = opt.ExecutorName.local,
+              scheduler: opt.Scheduler = None) -> None:
     from kvrules.consumers.readiness import readiness as assess
     from kvrules.consumers.render import render_json, render_readiness
     with usage_errors():
         check_output(output)
         opt.check_outside(campaigns, output)
-        report = assess(campaigns, opt.policy(rules, no_dense_synthetic_kv),
-                        plan=opt.plan_arg(plan), jobs=jobs)
+        with opt.running(executor, jobs, scheduler):
+            report = assess(campaigns, opt.policy(rules, no_dense_synthetic_kv),
+                            plan=opt.plan_arg(plan), jobs=jobs)
         text = render_json(report) if fmt is opt.Format.json else render_readiness(report)
         write_text(text, output)
     raise typer.Exit(report.exit_code)
