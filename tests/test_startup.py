@@ -65,3 +65,13 @@ def test_version_names_kvrules_the_engine_and_the_shipped_policy_digest(tmp_path
     assert lines[0] == f"kvrules {KVRULES_VERSION}"
     assert lines[1].startswith("durable-rules 2.")
     assert lines[2] == f"shipped policy {api.load_policy().identity.digest}"
+
+
+def test_the_lint_checks_load_only_for_rules_check(tmp_path: Path) -> None:
+    """``rules check --help`` lists the check ids without importing the checks (~45 ms)."""
+    probe = ("import sys\nfrom kvrules.cli.app import main\nsys.argv = ['kvrules', '--version']\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('kvrules.authoring.lint' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.stdout.splitlines()[-1] == "False", done.stderr

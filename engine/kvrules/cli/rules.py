@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvrules.authoring.lint import CHECKS
+from kvrules.authoring.lint_ids import CHECK_IDS
 from kvrules.cli.common import usage_errors, write_text
 from kvrules.diagnostics import KvrulesUsageError
 
@@ -43,7 +43,7 @@ CHECK_HELP = (
     "regimes or error codes outside the declared vocabulary.\n\n"
     "Exit status: 0 no error findings (warnings allowed), 1 error findings, "
     "2 unusable input (no such directory, no rule files, unknown check id).\n\n"
-    f"Check ids (for --disable): {', '.join(CHECKS)}.")
+    f"Check ids (for --disable): {', '.join(CHECK_IDS)}.")
 CHECK_EPILOG = (
     "Example: my-policy/ holds the shipped policy.yaml and an extra.yaml of one line:\n\n"
     "rules: [{id: empty_range, description: d, reason: r, then: {fail: {group: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import textwrap
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable
 
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
@@ -75,7 +76,7 @@ class _Column:
     values: tuple[str, ...]
     drop_rank: int  # 0: always shown; otherwise left out first when lowest
 
-    @property
+    @cached_property
     def width(self) -> int:
         return max(len(line) for text in (self.header, *self.values)
                    for line in text.split("\n"))

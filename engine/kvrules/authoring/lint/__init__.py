@@ -6,6 +6,7 @@ its user documentation: what it catches, with a failing and a passing snippet.
 """
 from __future__ import annotations
 
+from kvrules.authoring.lint_ids import CHECK_IDS
 from kvrules.authoring.lint.base import Check, Issue, LintContext
 from kvrules.authoring.lint.conditions import (ContradictoryConditionsIssue,
                                                check_contradictions)
@@ -16,15 +17,14 @@ from kvrules.authoring.lint.regimes import (AmbiguousRegimeIssue, UnreachableSte
 from kvrules.authoring.lint.types import (DeriveTypeMismatchIssue, RefTypeMismatchIssue,
                                           check_derive_types, check_ref_types)
 
-CHECKS: dict[str, Check] = {
-    "ref-types": Check(RefTypeMismatchIssue, check_ref_types),
-    "derive-types": Check(DeriveTypeMismatchIssue, check_derive_types),
-    "contradictory-conditions": Check(ContradictoryConditionsIssue, check_contradictions),
-    "never-fires": Check(NeverFiresIssue, check_never_fires),
-    "unused-derived-fact": Check(UnusedDerivedFactIssue, check_unused_derived),
-    "ambiguous-regime": Check(AmbiguousRegimeIssue, check_ambiguous_regimes),
-    "unreachable-step": Check(UnreachableStepIssue, check_unreachable_steps),
-}
+CHECKS: dict[str, Check] = dict(zip(CHECK_IDS, (
+    Check(RefTypeMismatchIssue, check_ref_types),
+    Check(DeriveTypeMismatchIssue, check_derive_types),
+    Check(ContradictoryConditionsIssue, check_contradictions),
+    Check(NeverFiresIssue, check_never_fires),
+    Check(UnusedDerivedFactIssue, check_unused_derived),
+    Check(AmbiguousRegimeIssue, check_ambiguous_regimes),
+    Check(UnreachableStepIssue, check_unreachable_steps)), strict=True))
 """Check id → check, in the order they run."""
 
 __all__ = ["CHECKS", "Check", "Issue", "LintContext"]
