@@ -201,3 +201,32 @@ def test_a_warm_run_starts_no_engine_compiles_nothing_and_imports_no_durable_rul
     # durable-rules is imported by the engine worker only; the policy cache hands over a
     # compiled policy (compiling would load jsonschema)
     assert warm[1:3] == [cold[0], "0"] and warm[3].strip() == "False []"
+
+
+def test_diff_readiness_and_aggregate_reuse_the_cache_classify_filled(
+        archive: list[str], tmp_path: Path) -> None:
+    """Reviewing a rule change: the base side comes from the cache, only the head side is
+    evaluated, and a second diff evaluates nothing; the outputs do not change."""
+    env = {**os.environ}
+    where = ["--cache", str(tmp_path / "v")]
+    cells = len(archive)
+    def entries() -> dict[Path, int]:  # written (a new inode) only when its cell was evaluated
+        return {p: p.stat().st_ino for p in (tmp_path / "v").rglob("*") if p.is_file()}
+
+    assert run(["classify", *archive, *where], env).returncode == 1
+    assert verdicts.info(tmp_path / "v")[0] == cells
+    base = entries()
+    head = ["--head-param", "dense_synthetic_kv=false"]
+    first = run(["diff", *archive, *head, *where], env)
+    assert verdicts.info(tmp_path / "v")[0] == 2 * cells  # only the head side was added
+    after = entries()
+    assert {p: after[p] for p in base} == base  # the base side was read, not rewritten
+    again = run(["diff", *archive, *head, *where], env)
+    uncached = run(["diff", *archive, *head, "--no-cache"], env)
+    assert first.stdout == again.stdout == uncached.stdout and b"changed" in first.stdout
+    assert entries() == after
+    for command in (["readiness", *archive], ["aggregate", *archive, "-o",
+                                              str(tmp_path / "rows.csv")]):
+        cached, plain = run([*command, *where], env), run([*command, "--no-cache"], env)
+        assert (cached.returncode, cached.stdout) == (plain.returncode, plain.stdout)
+    assert verdicts.info(tmp_path / "v")[0] == 2 * cells

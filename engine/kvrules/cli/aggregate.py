@@ -27,13 +27,14 @@ def aggregate(campaigns: opt.Campaigns,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
               fmt: opt.FormatOption = opt.Format.text,
               executor: opt.Executor = opt.ExecutorName.local,
-              scheduler: opt.Scheduler = None) -> None:
+              scheduler: opt.Scheduler = None, cache: opt.CacheDir = None,
+              no_cache: opt.NoCache = False) -> None:
     from kvrules.consumers.aggregate import aggregate_paths
     from kvrules.consumers.render import render_aggregation, render_json
     from kvrules.consumers.rows import write_rows
     with usage_errors():
         check_output(output)
-        with opt.running(executor, jobs, scheduler):
+        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),
                                      plan=opt.plan_arg(plan), jobs=jobs)
         write_rows(result.rows, output)

@@ -122,11 +122,8 @@ def classify(
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
-    cache: Annotated[Path | None, typer.Option(
-        "--cache", metavar="DIR", help="Verdict cache folder: unchanged cells are not "
-        "evaluated again [default: the user cache directory].", show_default=False)] = None,
-    no_cache: Annotated[bool, typer.Option(
-        "--no-cache", help="Evaluate every cell; read and write no cached verdict.")] = False,
+    cache: opt.CacheDir = None,
+    no_cache: opt.NoCache = False,
     executor: opt.Executor = opt.ExecutorName.local,
     scheduler: opt.Scheduler = None,
     progress: Annotated[bool, typer.Option(
@@ -134,7 +131,7 @@ def classify(
         "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
     _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-              _verdict_cache(cache, no_cache), executor, scheduler, progress)
+              opt.verdict_cache(cache, no_cache), executor, scheduler, progress)
 
 
 def _check_destination(fmt: Format, output: Path | None) -> None:
@@ -147,13 +144,6 @@ def _check_destination(fmt: Format, output: Path | None) -> None:
         raise KvrulesUsageError("--format parquet writes a folder: give it with --output DIR")
     if output.exists() and not output.is_dir():
         raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
-
-
-def _verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
-    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
-    from kvrules.cache.verdicts import VerdictCache, default_root
-    root = folder if folder is not None else default_root()
-    return None if off or root is None else VerdictCache(root)
 
 
 def _cache_summary(cache: "VerdictCache | None") -> None:

@@ -57,6 +57,11 @@ Executor = Annotated[ExecutorName, typer.Option(
 Scheduler = Annotated[str | None, typer.Option(
     "--scheduler", metavar="tcp://HOST:PORT", help="The Dask scheduler of --executor dask.",
     show_default=False)]
+CacheDir = Annotated[Path | None, typer.Option(
+    "--cache", metavar="DIR", help="Verdict cache folder: unchanged cells are not "
+    "evaluated again [default: the user cache directory].", show_default=False)]
+NoCache = Annotated[bool, typer.Option(
+    "--no-cache", help="Evaluate every cell; read and write no cached verdict.")]
 FormatOption = Annotated[Format, typer.Option(
     "--format", "-f", help="text (a table) for people, json one document.", case_sensitive=False)]
 
@@ -88,6 +93,13 @@ def check_outside(campaigns: Sequence[str], output: Path | None) -> None:
         if target == root or root in target.parents:
             raise KvrulesUsageError(f"--output {output} is inside {campaign}: readiness never "
                                     "writes inside a campaign")
+
+
+def verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
+    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
+    from kvrules.cache.verdicts import VerdictCache, default_root
+    root = folder if folder is not None else default_root()
+    return None if off or root is None else VerdictCache(root)
 
 
 @contextmanager

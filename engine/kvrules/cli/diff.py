@@ -60,6 +60,8 @@ def diff(
                                       help="Cells classified in parallel.")] = 1,
     executor: opt.Executor = opt.ExecutorName.local,
     scheduler: opt.Scheduler = None,
+    cache: opt.CacheDir = None,
+    no_cache: opt.NoCache = False,
 ) -> None:
     from kvrules import api
     from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
@@ -69,7 +71,7 @@ def diff(
         new = api.load_policy(head, parse_params(head_param) or None)
         check_output(output)
         plan_arg = str(plan) if plan else None
-        with opt.running(executor, jobs, scheduler):
+        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             if fmt is Format.html:
                 result, text = render_diff_html(paths, old, new, plan_arg, jobs)
             else:

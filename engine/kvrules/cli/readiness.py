@@ -27,13 +27,14 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
                   "(atomically; not inside a campaign).", show_default=False)] = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
               executor: opt.Executor = opt.ExecutorName.local,
-              scheduler: opt.Scheduler = None) -> None:
+              scheduler: opt.Scheduler = None, cache: opt.CacheDir = None,
+              no_cache: opt.NoCache = False) -> None:
     from kvrules.consumers.readiness import readiness as assess
     from kvrules.consumers.render import render_json, render_readiness
     with usage_errors():
         check_output(output)
         opt.check_outside(campaigns, output)
-        with opt.running(executor, jobs, scheduler):
+        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             report = assess(campaigns, opt.policy(rules, no_dense_synthetic_kv),
                             plan=opt.plan_arg(plan), jobs=jobs)
         text = render_json(report) if fmt is opt.Format.json else render_readiness(report)
