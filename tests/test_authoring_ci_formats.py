@@ -50,6 +50,20 @@ def test_sarif_of_a_clean_policy_has_no_results() -> None:
     assert log["runs"][0]["results"] == []
 
 
+SARIF_SCHEMA = Path(__file__).parent / "files" / "formats" / "sarif-schema-2.1.0.json"
+
+
+@pytest.mark.parametrize("policy", ["broken", "shipped"])
+def test_sarif_validates_against_the_oasis_sarif_2_1_0_schema(broken: Path, policy: str) -> None:
+    from jsonschema import Draft4Validator, FormatChecker
+    schema = json.loads(SARIF_SCHEMA.read_text(encoding="utf-8"))
+    log = json.loads(render_check_sarif(check_policy(str(broken) if policy == "broken"
+                                                     else None)))
+    errors = sorted(e.message for e in Draft4Validator(
+        schema, format_checker=FormatChecker()).iter_errors(log))
+    assert errors == [] and log["version"] == "2.1.0"
+
+
 def test_github_annotations_for_check(broken: Path) -> None:
     lines = render_check_github(check_policy(str(broken))).splitlines()
     assert lines[0].startswith("::error file=")
