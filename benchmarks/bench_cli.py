@@ -4,8 +4,9 @@
                                    [--ranks 2] [--points 500] [--repeat 3] [--markdown]
 
 For every corpus shape and scale, in the same run: the installed ``kvrules classify CORPUS
---format F --output FILE`` for F in jsonl, json and text (the table) (start-up and policy compilation
-included), and two parse-only baselines, also whole processes: read and decode every JSON
+--format F --output FILE --no-cache`` for F in jsonl, json and text (the table) (start-up and
+policy compilation included; without the verdict cache, which would turn every repeat into a
+read of stored verdicts), and two parse-only baselines, also whole processes: read and decode every JSON
 file of the corpus with the standard ``json`` module, and with the fastest decoder installed
 (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
 baseline, CPU seconds (the process and the children it waited for: kvrules' engine worker
@@ -111,7 +112,8 @@ def measure(corpus: Path, out_dir: Path, repeat: int) -> dict[str, Run]:
         commands[f"parse:{fast}"] = [sys.executable, "-c", PARSE_FAST[fast], str(corpus)]
     for fmt in FORMATS:
         commands[fmt] = kvrules_command() + ["classify", str(corpus), "--format", fmt,
-                                             "--output", str(out_dir / f"report.{fmt}")]
+                                             "--output", str(out_dir / f"report.{fmt}"),
+                                             "--no-cache"]  # evaluation, not cache reads
     runs: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, cmd in commands.items():

@@ -86,9 +86,14 @@ def test_jsonl_carries_exactly_the_json_report() -> None:
 
 
 def test_jsonl_lines_are_compact_single_records() -> None:
-    lines = list(iter_jsonl(POLICY, [dense_cell()]))
-    assert all(line.endswith("\n") and line.count("\n") == 1 for line in lines)
+    """Every piece ends a record; a cell's points come as one piece, one record per line."""
+    pieces = list(iter_jsonl(POLICY, [dense_cell()]))
+    assert all(piece.endswith("\n") for piece in pieces)
+    assert [piece.count("\n") for piece in pieces] == [1, 2, 1, 1]
+    lines = "".join(pieces).splitlines()
     assert lines[1].startswith('{"kind":"point","cell_id":"fpm-llama31-8b-decode-tp1",')
+    assert [json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
+            for line in lines] == lines
 
 
 def test_jsonl_writes_each_cell_before_reading_the_next() -> None:
@@ -100,7 +105,7 @@ def test_jsonl_writes_each_cell_before_reading_the_next() -> None:
             yield cell
 
     stream = iter_jsonl(POLICY, cells())
-    kinds = [json.loads(next(stream))["kind"] for _ in range(4)]
+    kinds = [json.loads(line)["kind"] for _ in range(3) for line in next(stream).splitlines()]
     assert kinds == ["report", "point", "point", "cell"] and pulled == [CELL]
 
 
@@ -308,3 +313,45 @@ def test_values_where_orjson_differs_take_the_standard_encoder(value) -> None:
     assert _render._dumps(value, False) == json.dumps(value, ensure_ascii=False,
                                                       separators=(",", ":"))
     assert _render._dumps(value, True) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+_field = st.one_of(st.text(max_size=5), st.none(), st.integers(-(1 << 70), 1 << 70),
+                   st.booleans(), st.floats(allow_nan=False),
+                   st.sampled_from(["\ud800", "\x00", "é", "decode", "ok"]))
+_strings = st.one_of(st.tuples(), st.tuples(st.text(max_size=4)),
+                     st.lists(_field, max_size=3).map(tuple), st.lists(st.text(max_size=3)))
+
+
+@st.composite
+def _points(draw) -> "PointVerdict":
+    """Point verdicts of the model's types mostly, and of any JSON type now and then."""
+    from kvrules.verdicts.model import PointVerdict
+    plain = draw(st.booleans())
+    coordinate = st.integers(0, 1 << 20) if plain else st.one_of(st.integers(), _field)
+    regime = st.sampled_from([None, "fake_fallback", "skip:x"])
+    return PointVerdict(
+        cell_id=draw(st.sampled_from(["c1", "c\u2028"]) if plain else _field),
+        benchmark_id=draw(coordinate), point_type=draw(st.sampled_from(["decode", "prefill"])
+                                                       if plain else _field),
+        batch_size=draw(coordinate), total_prefill_tokens=draw(coordinate),
+        total_kv_read_tokens=draw(coordinate),
+        native_regime=draw(regime if plain else _field),
+        kv_seed_regime=draw(regime),  # counted per regime: str or None
+        eligible=draw(st.booleans() if plain else _field),
+        status=draw(st.sampled_from(["ok", "error"]) if plain else _field),
+        decided_by=draw(regime if plain else _field), trace=draw(_strings), reasons=draw(_strings))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(_points(), max_size=6))
+def test_point_records_are_the_standard_library_bytes(points) -> None:
+    """The formatted point records (one verdict part per class) equal the stdlib encoding of
+    the whole document and of every JSON Lines record, whatever a field holds."""
+    cell = replace(dense_cell(), points=tuple(points))
+    report = Report(POLICY, (cell,))
+    assert render_json(report) == json.dumps(report.to_dict(), indent=2,
+                                             ensure_ascii=False) + "\n"
+    lines = "".join(iter_jsonl(POLICY, [cell, cell])).split("\n")[:-1]
+    records = [p.to_dict() for p in points] + [cell.to_dict(with_points=False)]
+    expected = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
+    assert lines[1:-1] == expected * 2  # (split at "\n" only: U+2028 is not a line end)

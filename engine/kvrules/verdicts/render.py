@@ -20,8 +20,8 @@ import orjson
 
 from kvrules.artifacts.jsonio import DIGITS_AS_ZERO
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
-from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PolicyIdentity, Report,
-                                    add_summaries, summarize)
+from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PointVerdict, PolicyIdentity,
+                                    Report, add_summaries, summarize)
 from kvrules.verdicts.table import (TABLE_WIDTH, TableRow, render_table_rows, table_of,
                                     table_row)
 
@@ -72,13 +72,110 @@ def iter_json(policy: PolicyIdentity, cells: Iterable[CellVerdict],
     yield (f'{{\n  "kvrules_version": {_dumps(kvrules_version, True)},\n'
            f'  "policy": {_nested(_dumps(policy.to_dict(), True), 1)},\n  "cells": [')
     total = summarize([])
+    points = PointRecords(indent=True)
     first = True
     for cell in cells:
-        yield ("\n    " if first else ",\n    ") + _nested(_dumps(cell.to_dict(), True), 2)
+        yield ("\n    " if first else ",\n    ") + _cell_document(cell, points)
         first = False
         total = add_summaries(total, summarize([cell]))
     yield ("]" if first else "\n  ]") + \
         f',\n  "summary": {_nested(_dumps(total.to_dict(), True), 1)}\n}}\n'
+
+
+def _cell_document(cell: CellVerdict, points: "PointRecords") -> str:
+    """One cell of the json document, two levels down; its points (``points`` is the cell
+    record's last key) come from ``points`` already indented to their depth."""
+    head = _nested(_dumps(cell.to_dict(with_points=False), True), 2)[:-len("\n    }")]
+    if not cell.points:
+        return head + ',\n      "points": []\n    }'
+    return (head + ',\n      "points": [\n' + ",\n".join(map(points.record, cell.points))
+            + "\n      ]\n    }")
+
+
+_COORDINATES = ("benchmark_id", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
+_POINT_INDENT = " " * 8
+"""A point record of the json document sits in ``cells[i].points[j]``: four levels down."""
+
+
+class PointRecords:
+    """Point records as :func:`_dumps` writes them, a hundred thousand per report at speed.
+
+    Points of one class share everything after their coordinates (regimes, status, trace,
+    reasons), so that part is encoded once per distinct verdict and the rest is formatted:
+    an ``int`` reads the same in every JSON encoder (``str(int)``). A point with any other
+    field type takes the general encoder. ``indent`` gives the json document's form (the
+    record four levels down), else a JSON Lines record without its newline.
+    """
+
+    def __init__(self, indent: bool) -> None:
+        self.indent = indent
+        self._verdicts: dict[tuple[Any, ...], str] = {}
+        self._strings: dict[str, str] = {}
+
+    def record(self, point: PointVerdict) -> str:
+        if not _plain_point(point):
+            return self._general(point)
+        key = (point.native_regime, point.kv_seed_regime, point.eligible, point.status,
+               point.decided_by, point.trace, point.reasons)
+        tail = self._verdicts.get(key)
+        if tail is None:
+            if len(self._verdicts) > 4096:
+                self._verdicts.clear()
+            tail = self._verdicts[key] = self._tail(point)
+        string = self._string
+        if self.indent:
+            pad = _POINT_INDENT + "  "
+            return (f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n'
+                    f'{pad}"cell_id": {string(point.cell_id)},\n'
+                    f'{pad}"benchmark_id": {point.benchmark_id},\n'
+                    f'{pad}"point_type": {string(point.point_type)},\n'
+                    f'{pad}"batch_size": {point.batch_size},\n'
+                    f'{pad}"total_prefill_tokens": {point.total_prefill_tokens},\n'
+                    f'{pad}"total_kv_read_tokens": {point.total_kv_read_tokens},\n{tail}')
+        return (f'{{"kind":"point","cell_id":{string(point.cell_id)},'
+                f'"benchmark_id":{point.benchmark_id},"point_type":{string(point.point_type)},'
+                f'"batch_size":{point.batch_size},'
+                f'"total_prefill_tokens":{point.total_prefill_tokens},'
+                f'"total_kv_read_tokens":{point.total_kv_read_tokens},{tail}')
+
+    def _string(self, value: str) -> str:
+        out = self._strings.get(value)
+        if out is None:
+            if len(self._strings) > 4096:
+                self._strings.clear()
+            out = self._strings[value] = _dumps(value, False)
+        return out
+
+    def _tail(self, point: PointVerdict) -> str:
+        """The verdict part of the record: its keys after the coordinates, then the end."""
+        part = point.to_dict()
+        for name in ("kind", "cell_id", "point_type", *_COORDINATES):
+            del part[name]
+        text = _dumps(part, self.indent)
+        if self.indent:
+            return _POINT_INDENT + _nested(text[2:], 4)  # the lines after "{\n", and "}"
+        return text[1:]
+
+    def _general(self, point: PointVerdict) -> str:
+        text = _dumps(point.to_dict(), self.indent)
+        return _POINT_INDENT + _nested(text, 4) if self.indent else text
+
+
+def _plain_point(point: PointVerdict) -> bool:
+    """Whether the formatted path writes this point exactly as the general encoder would:
+    int coordinates (not bools), strings where strings belong, tuples of strings."""
+    return (point.benchmark_id.__class__ is int and point.batch_size.__class__ is int
+            and point.total_prefill_tokens.__class__ is int
+            and point.total_kv_read_tokens.__class__ is int
+            and point.cell_id.__class__ is str and point.point_type.__class__ is str
+            and point.eligible.__class__ is bool and point.status.__class__ is str
+            and point.native_regime.__class__ in _OPTIONAL_STR
+            and point.kv_seed_regime.__class__ in _OPTIONAL_STR
+            and point.decided_by.__class__ in _OPTIONAL_STR
+            and point.trace.__class__ is tuple and point.reasons.__class__ is tuple)
+
+
+_OPTIONAL_STR = (str, type(None))
 
 
 def _jsonl_line(record: dict[str, Any]) -> str:
@@ -87,19 +184,21 @@ def _jsonl_line(record: dict[str, Any]) -> str:
 
 def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
                kvrules_version: str = KVRULES_VERSION) -> Iterator[str]:
-    """Yield the report as JSON Lines, each string one record ending in a newline.
+    """Yield the report as JSON Lines, each string whole records ending in a newline.
 
     Order: a ``{"kind": "report"}`` header (version and policy), then for every cell its
     ``point`` records followed by the ``cell`` record without ``points``, and a ``summary``
     record last. The records are exactly the ones of :func:`render_json`, so a reader can
-    rebuild the report; only running totals are kept, never the cells already written.
+    rebuild the report; only running totals are kept, never the cells already written. A
+    cell's point records come as one string (a write per record costs more than the record).
     """
     yield _jsonl_line({"kind": "report", "kvrules_version": kvrules_version,
                        "policy": policy.to_dict()})
     total = summarize([])
+    record = PointRecords(indent=False).record
     for cell in cells:
-        for point in cell.points:
-            yield _jsonl_line(point.to_dict())
+        if cell.points:
+            yield "\n".join(map(record, cell.points)) + "\n"
         yield _jsonl_line(cell.to_dict(with_points=False))
         total = add_summaries(total, summarize([cell]))
     yield _jsonl_line(total.to_dict())
