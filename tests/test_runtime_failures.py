@@ -8,6 +8,7 @@ from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
 from kvrules.backend.durable import session
+from kvrules.facts.points import point_table
 from kvrules.runtime.classes import point_classes
 
 
@@ -26,7 +27,7 @@ def test_an_action_error_makes_the_cell_an_engine_failure_not_a_verdict(monkeypa
 def test_more_evaluations_than_the_engine_session_limit():
     policy = api.load_policy()
     facts = extract_cell(load_cell(discover([str(EXAMPLES / "dense-native-skip-format")])[0]))
-    classes, _ = point_classes(policy.compiled, facts.points)
+    classes, _ = point_classes(policy.compiled, point_table(facts))
     results = {len(session.evaluate(policy.compiled, facts.facts + classes).events)
                for _ in range(1100)}  # durable-rules corrupts a ruleset past 1024 live sessions
     assert len(results) == 1

@@ -21,6 +21,7 @@ from kvrules.artifacts.model import CellEvidence
 from kvrules.facts.extract import extract_cell
 from kvrules.diagnostics import FACT_INVALID, STRUCTURAL_CODES, Diagnostic, evidence_error
 from kvrules.facts.model import CellFacts, Fact
+from kvrules.facts.points import point_table
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.compiled import compile_rules
@@ -98,7 +99,7 @@ class Prepared:
 
 def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
     """Group the points into classes and check every fact before the engine sees it."""
-    classes, class_of = point_classes(cp, cell.points, cell.peer_points)
+    classes, class_of = point_classes(cp, point_table(cell))
     facts = cell.facts + classes
     if _structural(cell.diagnostics):  # broken evidence never reaches the engine
         return Prepared(cell, classes, class_of, False)

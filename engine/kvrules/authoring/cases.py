@@ -37,7 +37,8 @@ from jsonschema import Draft202012Validator
 
 from kvrules.authoring.overlay import Edit, Overlay
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
-from kvrules.facts.extract import VIEW_KEYS, WARMUP_KEYS
+from kvrules.facts.extract import WARMUP_KEYS
+from kvrules.facts.points import VIEW_KEYS
 from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.policy.catalogue import base_catalogue, check_fact_fields
 from kvrules.policy.yamlpos import (MAX_FILE_BYTES, Positions, YamlSyntaxError,

@@ -16,7 +16,8 @@ from typing import Any, Iterable
 
 from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.facts.jsontypes import canonical, pointer
-from kvrules.facts.model import CellFacts, Fact, PointRow
+from kvrules.facts.model import CellFacts, Fact
+from kvrules.facts.points import PointTable, rank_of
 
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 TOPOLOGY_KEYS = ("tp", "pp", "dp", "cp", "moe_tp", "moe_ep")
@@ -24,13 +25,6 @@ PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_paralle
                  "data_parallel_rank", "prefill_context_parallel_size",
                  "decode_context_parallel_size", "enable_expert_parallel")
 CACHE_SPEC_KEYS = ("sliding_window", "attention_chunk_size", "non_causal")
-POINT_PATHS = {"native_regime": "/kv_seed_regime", "native_skip_reason": "/kv_seed_regime",
-               "sample_reasons": "/point/sample_reasons", "point_type": "/point/point_type",
-               "total_kv_read_tokens": "/point/total_kv_read_tokens",
-               "batch_size": "/point/batch_size", "benchmark_id": "/point/benchmark_id",
-               "total_prefill_tokens": "/point/total_prefill_tokens",
-               "rank": "", "on_ranks": "/point/benchmark_id", "views": ""}
-"""Pointer suffixes of point fields below ``/results/<i>`` (shared by every point fact)."""
 
 
 def _copy(fields: dict[str, Any], name: str, obj: Any, key: str) -> None:
@@ -113,9 +107,9 @@ def extract_cell(ev: CellEvidence) -> CellFacts:
     if ev.provenance:
         facts.append(_provenance_fact(ev.provenance[0]))
     facts.append(_launch_fact(ev))
-    points, peers = _point_rows(ev.ranks)
+    table = PointTable.of_ranks(ev.ranks)
     return CellFacts(campaign=ev.campaign, cell_id=ev.cell_id, workload_kind=ev.workload_kind,
-                     facts=_unique_ids(facts), points=points, peer_points=peers,
+                     facts=_unique_ids(facts), points=table.rows, peer_points=table.peers,
                      diagnostics=list(ev.diagnostics))
 
 
@@ -135,7 +129,7 @@ def _unique_ids(facts: list[Fact]) -> list[Fact]:
 
 def _cell_fact(ev: CellEvidence) -> Fact:
     plan_cell = ev.plan_cell or {}
-    fields: dict[str, Any] = {"cell_id": ev.cell_id, "ranks": [_rank_of(d) for d in ev.ranks]}
+    fields: dict[str, Any] = {"cell_id": ev.cell_id, "ranks": [rank_of(d) for d in ev.ranks]}
     if ev.workload_kind is not None:
         fields["workload_kind"] = ev.workload_kind
     _copy(fields, "parallel_strategy", plan_cell, "parallel_strategy")
@@ -150,10 +144,6 @@ def _cell_fact(ev: CellEvidence) -> Fact:
     return Fact("cell", "cell", fields, sources)
 
 
-def _rank_of(doc: Document) -> int:
-    return int(doc.data["dp"]["rank"])
-
-
 WARMUP_KEYS = ("enabled", "warm_eligible", "skip_reason")
 
 
@@ -161,7 +151,7 @@ def _warmup_fields(doc: Document) -> tuple[dict[str, Any], dict[str, tuple[str, 
     """One artifact's kvwarm block as found (``block`` absent when the key is) and the
     keys of the triple copied out of it when it is an object."""
     data = doc.data
-    fields: dict[str, Any] = {"rank": _rank_of(doc)}
+    fields: dict[str, Any] = {"rank": rank_of(doc)}
     _copy(fields, "block", data, "kvwarm")
     for key in WARMUP_KEYS:
         _copy(fields, key, data.get("kvwarm"), key)
@@ -184,7 +174,7 @@ def _warmup_fact(doc: Document) -> Fact:
 
 
 def _rank_fact(doc: Document) -> Fact:
-    rank = _rank_of(doc)
+    rank = rank_of(doc)
     engine = doc.data.get("engine")
     model, parallel = _obj(engine, "model"), _obj(engine, "parallel")
     versions, kv_cache = _obj(engine, "versions"), _obj(engine, "kv_cache")
@@ -223,7 +213,7 @@ def _spec_fields(spec: Any) -> dict[str, Any]:
 
 
 def _cache_spec_facts(doc: Document) -> Iterable[Fact]:
-    rank = _rank_of(doc)
+    rank = rank_of(doc)
     kv_cache = _obj(_obj(doc.data, "engine"), "kv_cache")
     groups = kv_cache.get("groups") if kv_cache else None
     if not isinstance(groups, list):
@@ -338,70 +328,3 @@ def _launch_fact(ev: CellEvidence) -> Fact:
             fields["run_sh_model_literal"] = "$" not in model and "`" not in model
         sources["run_sh_model"] = (ev.run_sh.relpath, "")
     return Fact("launch", "launch", fields, sources)
-
-
-VIEW_KEYS = ("point_type", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
-
-
-def _view(p: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """What must agree across ranks (spec 3): the coordinates and the native regime, under
-    the point fact's field names, as found (an absent native regime stays absent)."""
-    view = {"point_type": p["point_type"], "batch_size": p["batch_size"],
-            "total_prefill_tokens": p["total_prefill_tokens"],
-            "total_kv_read_tokens": p["total_kv_read_tokens"]}
-    if "kv_seed_regime" in result:
-        view["native_regime"] = result["kv_seed_regime"]
-    return view
-
-
-def _point_rows(ranks: list[Document]) -> tuple[list[PointRow], list[PointRow]]:
-    """The report rows (one per benchmark_id, from the lowest rank holding it) and the
-    copies on every other rank, which the rules check as well (spec 3 is per point on every
-    rank). Each copy carries the ranks holding its benchmark_id and, beside its own view,
-    the view of the copy on the lowest such rank, so a rule can test agreement on the
-    copy itself (point classes stay small: no join between points).
-
-    One pass: ranks come sorted, so a benchmark_id's first copy is met before the others,
-    and its ``on_ranks`` list is shared by all its copies and complete when the pass ends.
-    """
-    first: dict[Any, dict[str, Any]] = {}
-    holders: dict[Any, list[Any]] = {}
-    rows: list[PointRow] = []
-    peers: list[PointRow] = []
-    for r, doc in enumerate(ranks):
-        rank = _rank_of(doc)
-        relpath = doc.relpath
-        for i, result in enumerate(doc.data["results"]):
-            p = result["point"]
-            bid = p["benchmark_id"]
-            view = _view(p, result)
-            held = holders.get(bid)
-            if held is None:
-                holders[bid] = held = [rank]
-                first[bid] = view
-                rows.append(_point_row(relpath, i, p, result, rank, held, [view], f"p{bid}"))
-                continue
-            if held[-1] != rank:
-                held.append(rank)
-            peers.append(_point_row(relpath, i, p, result, rank, held, [first[bid], view],
-                                    f"p{bid}@{r}.{i}"))
-    rows.sort(key=lambda row: row.benchmark_id)
-    return rows, peers
-
-
-def _point_row(relpath: str, index: int, p: dict[str, Any], result: dict[str, Any],
-               rank: int, on_ranks: list[Any], views: list[dict[str, Any]],
-               fact_id: str) -> PointRow:
-    fields: dict[str, Any] = {
-        "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
-        "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
-        "total_kv_read_tokens": p["total_kv_read_tokens"],
-        "sample_reasons": p.get("sample_reasons") or [],
-        "rank": rank, "on_ranks": on_ranks, "views": views}
-    if "kv_seed_regime" in result:
-        native = result["kv_seed_regime"]
-        fields["native_regime"] = native
-        if native.__class__ is str and native.startswith("skip:"):
-            fields["native_skip_reason"] = native[5:]
-    return PointRow(Fact("point", fact_id, fields, base=(relpath, f"/results/{index}"),
-                         paths=POINT_PATHS))

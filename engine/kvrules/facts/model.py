@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from kvrules.diagnostics import Diagnostic
 
@@ -64,7 +64,9 @@ class CellFacts:
     cell_id: str
     workload_kind: str | None
     facts: list[Fact]
-    points: list[PointRow]
+    points: Sequence[PointRow]
+    """One row per benchmark_id (a :class:`kvrules.facts.points.PointRows` once extracted:
+    facts built as they are read)."""
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    peer_points: list[PointRow] = field(default_factory=list)
+    peer_points: Sequence[PointRow] = field(default_factory=list)
     """The same benchmark_ids on the other ranks: checked by the rules, not reported."""

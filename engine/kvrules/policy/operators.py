@@ -294,7 +294,7 @@ def shape(value: Any) -> tuple[Any, ...]:
         return ("array", len(value), None)
     if len(value) < 2:
         return ("array", len(value), ())
-    if len(value) == 2 and _plainly_equal(value[0], value[1]):
+    if len(value) == 2 and (value[0] is value[1] or _plainly_equal(value[0], value[1])):
         return ("array", 2, ())
     first, rest = value[0], value[1:]
     differ = []

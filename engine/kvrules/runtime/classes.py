@@ -6,9 +6,11 @@ with other facts), so points with equal outcomes form a class evaluated once.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from kvrules.facts.model import Fact, PointRow
+from kvrules.facts.model import Fact
+from kvrules.facts.points import PointTable
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import Atom
 from kvrules.policy.operators import OPERATORS, shape
@@ -24,63 +26,99 @@ def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
 
 
 _HASHABLE = (str, int, float, bool, type(None))
+_DISTINCT = frozenset({str, int, type(None), type(MISSING)})
+"""Classes no two of which hold equal values: a column of only these keys by its values."""
 
 
-def _read_values(fields: dict[str, Any], names: tuple[tuple[str, str, bool], ...]
-                 ) -> tuple[Any, ...]:
-    """The values the rules read, hashable; ``any`` fields keep their type (True vs 1). A
+def _read_value(value: Any, kind: str, by_shape: bool) -> Any:
+    """The value the rules read, hashable; ``any`` fields keep their type (True vs 1). A
     list or object that only shape operators test (``views`` under ``agree_on``, different
     on nearly every point) stands as its shape, so such points still share one key."""
-    out: list[Any] = []
-    append = out.append
-    get = fields.get
-    for name, kind, by_shape in names:
-        value = get(name, MISSING)
-        if value is MISSING:
-            append(value)
-            continue
-        cls = value.__class__
-        if cls is str or cls is int:  # the common case first (no 1 vs True confusion:
-            append((cls, value))      # the class is part of the value)
-        elif kind == "string_list":
-            append(tuple(value))
-        elif by_shape and (cls is list or cls is dict):
-            append((cls, shape(value)))
-        else:
-            append((cls, value if cls in _HASHABLE else repr(value)))
-    return tuple(out)
+    if value is MISSING:
+        return value
+    cls = value.__class__
+    if cls is str or cls is int:  # the class is part of the value: no 1 vs True confusion
+        return (cls, value)
+    if kind == "string_list" and cls is list:
+        return tuple(value)
+    if by_shape and (cls is list or cls is dict):
+        return (cls, shape(value))
+    return (cls, value if cls in _HASHABLE else repr(value))
 
 
-def _read_names(cp: CompiledPolicy) -> tuple[tuple[str, str, bool], ...]:
+def _read_column(values: list[Any], kind: str, by_shape: bool) -> list[Any]:
+    """:func:`_read_value` of a whole column, or an equivalent key per value computed in
+    bulk: copies get equal keys exactly when their read values are equal."""
+    classes = set(map(type, values))
+    if classes <= _DISTINCT:
+        return values
+    if classes == {list}:
+        if kind == "string_list":
+            return list(map(tuple, values))
+        if by_shape:
+            return list(map(shape, values))
+        return [(list, text) for text in map(repr, values)]
+    return [_read_value(v, kind, by_shape) for v in values]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """How the rules read one point field: its declared kind, whether only its shape
+    matters, the tests on it, and whether its raw value is copied or compared (a ref)."""
+
+    name: str
+    kind: str
+    by_shape: bool
+    atoms: tuple[Atom, ...]
+    raw: bool
+
+
+def _reads(cp: CompiledPolicy) -> tuple[_Read, ...]:
     kinds = cp.fact_types.get("point", {})
     tests: dict[str, list[Atom]] = {}
     for atom in cp.point_atoms:
         tests.setdefault(atom.field, []).append(atom)
     raw = set(cp.point_raw_fields)
-    return tuple((n, kinds.get(n, "any"), n not in raw and all(
-        OPERATORS[a.op].shape_only for a in tests.get(n, []))) for n in cp.point_read_fields)
+    return tuple(_Read(n, kinds.get(n, "any"), n not in raw and all(
+        OPERATORS[a.op].shape_only for a in tests.get(n, [])), tuple(tests.get(n, [])),
+        n in raw) for n in cp.point_read_fields)
 
 
-def point_classes(cp: CompiledPolicy, rows: list[PointRow], peers: list[PointRow] = []
-                  ) -> tuple[list[Fact], dict[int, str]]:
+def _column_keys(table: PointTable, read: _Read) -> list[Any]:
+    """A key per copy for one field: its raw read value where the rules copy or compare it,
+    else the outcomes of the rules' tests on it (each test reads its own field only), found
+    once per distinct read value."""
+    values = table.column(read.name, MISSING)
+    keys = _read_column(values, read.kind, read.by_shape)
+    if read.raw:
+        return keys
+    outcomes = {key: tuple(eval_atom(atom, {} if value is MISSING else {read.name: value})
+                           for atom in read.atoms)
+                for key, value in dict(zip(keys, values)).items()}
+    return list(map(outcomes.__getitem__, keys))
+
+
+def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], dict[int, str]]:
     """One representative fact per class and the class id of every reported benchmark_id.
 
-    ``peers`` (the points' copies on other ranks) join classes too, so the rules check them,
-    but decide no reported row. Keys are computed once per distinct combination of the
-    values the rules read.
+    Every copy of a point joins a class (the copies on other ranks too, so the rules check
+    them, but they decide no reported row). Keys are built column by column; the whole key
+    is computed once per distinct combination of field keys, on the fact of the first copy
+    holding it, which also represents its class.
     """
+    columns = [_column_keys(table, read) for read in _reads(cp)]
+    combos = list(zip(*columns)) if columns else [()] * len(table)
+    first: dict[tuple[Any, ...], int] = {}
+    for n, combo in enumerate(combos):
+        if combo not in first:
+            first[combo] = n
     reps: dict[tuple[Any, ...], Fact] = {}
-    class_of: dict[int, str] = {}
-    keys: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    names = _read_names(cp)
-    for n, row in enumerate(rows + peers):
-        values = _read_values(row.fact.fields, names)
-        key = keys.get(values)
-        if key is None:
-            key = keys[values] = point_key(cp, row.fact.fields)
-        rep = reps.setdefault(key, row.fact)
-        if n < len(rows):
-            class_of[row.benchmark_id] = rep.id
+    class_id: dict[tuple[Any, ...], str] = {}
+    for combo, n in first.items():
+        fact = table.fact(n)
+        class_id[combo] = reps.setdefault(point_key(cp, fact.fields), fact).id
+    bids = table.column("benchmark_id")[:table.n_rows]
+    class_of = {bid: class_id[combos[n]] for n, bid in enumerate(bids)}
     return list(reps.values()), class_of
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
                                  evidence_error, sort_diagnostics)
 from kvrules.facts.model import CellFacts, Fact
+from kvrules.facts.points import COORDINATES, point_table
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.model import CellVerdict, FailedCondition, PointVerdict, Qualification
@@ -95,23 +96,23 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
     errors = _errors(cell, ev, facts)
     regimes, eligible = _decisions(ev)
     shared = {cls: _class_verdict(cls, ev, regimes, eligible) for cls in set(class_of.values())}
+    table = point_table(cell)
+    n = table.n_rows
+    bids = table.column("benchmark_id")[:n]
+    verdicts = [shared[class_of[bid]] for bid in bids]
     if not errors:
-        for row in cell.points:
-            verdict = shared[class_of[row.benchmark_id]]
+        for i, (bid, verdict) in enumerate(zip(bids, verdicts)):
             if verdict.problem:
-                errors.append(_problem_error(verdict.problem, row.benchmark_id, verdict,
-                                             row.fact.source()))
+                errors.append(_problem_error(verdict.problem, bid, verdict,
+                                             table.fact(i).source()))
     ok = not errors
-    points = []
-    for row in cell.points:
-        v, f = shared[class_of[row.benchmark_id]], row.fact.fields
-        native = f.get("native_regime")
-        points.append(PointVerdict(
-            cell.cell_id, f["benchmark_id"], f["point_type"], f["batch_size"],
-            f["total_prefill_tokens"], f["total_kv_read_tokens"],
-            native if isinstance(native, str) else None, v.regime if ok else None,
-            ok and v.eligible, "ok" if ok else "error", v.decided_by if ok else None,
-            v.trace, v.reasons))
+    columns = zip(bids, *(table.column(name)[:n] for name in COORDINATES[1:]),
+                  table.column("native_regime")[:n], verdicts)
+    points = [PointVerdict(cell.cell_id, bid, point_type, batch, prefill, kv_read,
+                           native if isinstance(native, str) else None,
+                           v.regime if ok else None, ok and v.eligible, "ok" if ok else "error",
+                           v.decided_by if ok else None, v.trace, v.reasons)
+              for bid, point_type, batch, prefill, kv_read, native, v in columns]
     cell_events = [e for e in ev.events if not e.points]
     return CellVerdict(campaign=cell.campaign, cell_id=cell.cell_id,
                        workload_kind=cell.workload_kind, status="ok" if ok else "error",

@@ -1,0 +1,223 @@
+"""The point facts of one cell, read column by column and built one by one on demand.
+
+A cell holds a point fact per benchmark_id and rank (100,000 in a large campaign), but the
+engine sees one fact per point class and the report reads five coordinates per point. So
+extraction keeps the rank documents' results and answers two questions cheaply: the values
+of one field over every copy (:meth:`PointTable.column`, one list comprehension), and one
+copy's whole fact (:meth:`PointTable.fact`, built the first time it is asked for and kept,
+so an edited fact is what every later question sees).
+
+Copies come in a fixed order: the reported rows (the lowest rank holding each benchmark_id,
+in benchmark_id order), then the copies on every other rank in file order.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Iterator, overload
+
+from kvrules.artifacts.model import Document
+from kvrules.facts.model import CellFacts, Fact, PointRow
+
+POINT_PATHS = {"native_regime": "/kv_seed_regime", "native_skip_reason": "/kv_seed_regime",
+               "sample_reasons": "/point/sample_reasons", "point_type": "/point/point_type",
+               "total_kv_read_tokens": "/point/total_kv_read_tokens",
+               "batch_size": "/point/batch_size", "benchmark_id": "/point/benchmark_id",
+               "total_prefill_tokens": "/point/total_prefill_tokens",
+               "rank": "", "on_ranks": "/point/benchmark_id", "views": ""}
+"""Pointer suffixes of point fields below ``/results/<i>`` (shared by every point fact)."""
+
+COORDINATES = ("benchmark_id", "point_type", "batch_size", "total_prefill_tokens",
+               "total_kv_read_tokens")
+VIEW_KEYS = COORDINATES[1:]
+"""What must agree across ranks (spec 3), with the native regime: a copy's ``views``."""
+
+_ABSENT = object()
+
+
+Copy = tuple[Document, int, int, int, list[Any], int]
+"""One copy: its document, that document's position among the ranks, the result's index,
+the rank, the ranks holding its benchmark_id, and the index of its reported row (-1 for a
+reported row itself)."""
+
+
+class PointTable:
+    """Every copy of every point of one cell (see the module docstring for the order)."""
+
+    def __init__(self, copies: list[Copy], n_rows: int) -> None:
+        """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
+        self._copies = copies
+        self.n_rows = n_rows
+        self._built: dict[int, Fact] = {}
+        self._results = [doc.data["results"][i] for doc, _, i, *_ in copies]
+        self._points = [result["point"] for result in self._results]
+        self._coordinates = {name: [p[name] for p in self._points] for name in COORDINATES}
+
+    @classmethod
+    def of_ranks(cls, ranks: list[Document]) -> "PointTable":
+        """The table of a cell's rank documents (sorted by rank, as loading gives them).
+
+        One pass: a benchmark_id's first copy is met before the others, and its list of
+        holding ranks is shared by all its copies and complete when the pass ends.
+        """
+        rows: list[tuple[Any, Copy]] = []
+        peers: list[tuple[Document, int, int, int, list[Any], Any]] = []
+        holders: dict[Any, list[Any]] = {}
+        for r, doc in enumerate(ranks):
+            rank = rank_of(doc)
+            for i, result in enumerate(doc.data["results"]):
+                bid = result["point"]["benchmark_id"]
+                held = holders.get(bid)
+                if held is None:
+                    holders[bid] = held = [rank]
+                    rows.append((bid, (doc, r, i, rank, held, -1)))
+                    continue
+                if held[-1] != rank:
+                    held.append(rank)
+                peers.append((doc, r, i, rank, held, bid))
+        rows.sort(key=lambda row: row[0])
+        row_of = {bid: n for n, (bid, _) in enumerate(rows)}
+        return cls([copy for _, copy in rows] + [(*peer[:5], row_of[peer[5]]) for peer in peers],
+                   len(rows))
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[PointRow], peers: Sequence[PointRow] = ()) -> "PointTable":
+        """A table over facts already built (hand-made cells, policy test cases)."""
+        table = cls([], len(rows))
+        table._built = dict(enumerate([row.fact for row in rows] + [row.fact for row in peers]))
+        return table
+
+    def __len__(self) -> int:
+        return len(self._copies) if self._copies else len(self._built)
+
+    @property
+    def rows(self) -> "PointRows":
+        """The reported rows, as :class:`PointRow` built on demand."""
+        return PointRows(self, 0, self.n_rows)
+
+    @property
+    def peers(self) -> "PointRows":
+        """The copies on every other rank, as :class:`PointRow` built on demand."""
+        return PointRows(self, self.n_rows, len(self))
+
+    def column(self, name: str, absent: Any = None) -> list[Any]:
+        """The field ``name`` of every copy's fact (``absent`` where the fact lacks it)."""
+        if not self._copies:
+            return [self._built[i].fields.get(name, absent) for i in range(len(self))]
+        values = self._raw_column(name, absent)
+        for i, fact in self._built.items():  # built facts may have been edited since
+            values[i] = fact.fields.get(name, absent)
+        return values
+
+    def _raw_column(self, name: str, absent: Any) -> list[Any]:
+        if name in self._coordinates:
+            return list(self._coordinates[name])
+        if name == "native_regime":
+            return [r.get("kv_seed_regime", absent) for r in self._results]
+        if name == "native_skip_reason":
+            return [_skip_reason(r.get("kv_seed_regime"), absent) for r in self._results]
+        if name == "sample_reasons":
+            return [p.get("sample_reasons") or [] for p in self._points]
+        if name == "rank":
+            return [copy[3] for copy in self._copies]
+        if name == "on_ranks":
+            return [copy[4] for copy in self._copies]
+        if name == "views":
+            return self._views()
+        return [self.fact(i).fields.get(name, absent) for i in range(len(self))]
+
+    def _views(self) -> list[list[dict[str, Any]]]:
+        """Each copy's view and, on other ranks, the reported row's view before it. A copy
+        that agrees with its row in values and JSON types shares the row's view object."""
+        views = [self._view(i) for i in range(len(self))]
+        out: list[list[dict[str, Any]]] = [[v] for v in views[:self.n_rows]]
+        for i in range(self.n_rows, len(self)):
+            row, own = views[self._copies[i][5]], views[i]
+            out.append([row, row if _plainly_equal(row, own) else own])
+        return out
+
+    def _view(self, i: int) -> dict[str, Any]:
+        p, result = self._points[i], self._results[i]
+        view = {"point_type": p["point_type"], "batch_size": p["batch_size"],
+                "total_prefill_tokens": p["total_prefill_tokens"],
+                "total_kv_read_tokens": p["total_kv_read_tokens"]}
+        if "kv_seed_regime" in result:
+            view["native_regime"] = result["kv_seed_regime"]
+        return view
+
+    def fact(self, i: int) -> Fact:
+        """The whole fact of copy ``i`` (built once, then the same object)."""
+        fact = self._built.get(i)
+        if fact is None:
+            fact = self._built[i] = self._build(i)
+        return fact
+
+    def _build(self, i: int) -> Fact:
+        doc, r, index, rank, held, row = self._copies[i]
+        p, result = self._points[i], self._results[i]
+        views = [self._view(i)] if row < 0 else [self._view(row), self._view(i)]
+        fields: dict[str, Any] = {
+            "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
+            "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
+            "total_kv_read_tokens": p["total_kv_read_tokens"],
+            "sample_reasons": p.get("sample_reasons") or [],
+            "rank": rank, "on_ranks": held, "views": views}
+        if "kv_seed_regime" in result:
+            native = result["kv_seed_regime"]
+            fields["native_regime"] = native
+            reason = _skip_reason(native, _ABSENT)
+            if reason is not _ABSENT:
+                fields["native_skip_reason"] = reason
+        bid = p["benchmark_id"]
+        return Fact("point", f"p{bid}" if row < 0 else f"p{bid}@{r}.{index}", fields,
+                    base=(doc.relpath, f"/results/{index}"), paths=POINT_PATHS)
+
+
+def rank_of(doc: Document) -> int:
+    """The data-parallel rank an artifact reports (``dp.rank``)."""
+    return int(doc.data["dp"]["rank"])
+
+
+def _skip_reason(native: Any, absent: Any) -> Any:
+    """The ``<reason>`` of a native ``skip:<reason>`` regime (a producer format's split)."""
+    if native.__class__ is str and native.startswith("skip:"):
+        return native[5:]
+    return absent
+
+
+def _plainly_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Same keys in the same order holding equal values of the same classes."""
+    return a == b and list(a) == list(b) and all(
+        x.__class__ is y.__class__ for x, y in zip(a.values(), b.values()))
+
+
+class PointRows(Sequence[PointRow]):
+    """A slice of a :class:`PointTable` as rows; each row's fact is built when read."""
+
+    def __init__(self, table: PointTable, start: int, stop: int) -> None:
+        self.table, self.start, self.stop = table, start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @overload
+    def __getitem__(self, i: int) -> PointRow: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[PointRow]: ...
+
+    def __getitem__(self, i: int | slice) -> PointRow | list[PointRow]:
+        if isinstance(i, slice):
+            return [self[n] for n in range(len(self))[i]]
+        n = range(self.start, self.stop)[i]  # negative indexes and bounds as a list's
+        return PointRow(self.table.fact(n))
+
+    def __iter__(self) -> Iterator[PointRow]:
+        return (PointRow(self.table.fact(n)) for n in range(self.start, self.stop))
+
+
+def point_table(cell: CellFacts) -> PointTable:
+    """The table behind a cell's points: the extracted one, or one over hand-built rows."""
+    points, peers = cell.points, cell.peer_points
+    if isinstance(points, PointRows) and isinstance(peers, PointRows) and \
+            points.table is peers.table and len(points) + len(peers) == len(points.table):
+        return points.table
+    return PointTable.of_rows(points, peers)

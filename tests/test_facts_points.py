@@ -1,0 +1,164 @@
+"""kvrules.facts.points and the point classes built on it, against their plain definitions.
+
+The table reads fields column by column and builds facts on demand; point classes key
+copies column by column. Both are checked here against the one-fact-at-a-time meaning on
+generated rank documents: repeated and missing benchmark ids, absent and odd native
+regimes, mixed JSON types, copies that disagree with their row.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvrules import api
+from kvrules.artifacts.model import Document
+from kvrules.facts.model import CellFacts, PointRow
+from kvrules.facts.points import PointTable, point_table
+from kvrules.runtime.classes import MISSING, point_classes, point_key
+
+FIELDS = ("benchmark_id", "point_type", "batch_size", "total_prefill_tokens",
+          "total_kv_read_tokens", "sample_reasons", "rank", "on_ranks", "views",
+          "native_regime", "native_skip_reason", "no_such_field")
+
+_odd = st.one_of(st.none(), st.booleans(), st.floats(allow_nan=False), st.just([]),
+                 st.just({}), st.text(max_size=3))
+_int = st.one_of(st.integers(0, 3), st.integers(0, 3), _odd)
+_regime = st.one_of(st.sampled_from(["fake_fallback", "real_kv", "skip:dense",
+                                     "skip:", "skipx", "fake_prefix"]), _odd)
+_reasons = st.one_of(st.lists(st.sampled_from(["kvwarm_fake_fallback", "kvwarm_real_kv",
+                                               "prefill_real_seed"]), max_size=2), _odd)
+
+
+@st.composite
+def _result(draw) -> dict[str, Any]:
+    point = {"benchmark_id": draw(st.integers(1, 6)),
+             "point_type": draw(st.sampled_from(["decode", "prefill"]) | _odd),
+             "batch_size": draw(_int), "total_prefill_tokens": draw(_int),
+             "total_kv_read_tokens": draw(_int)}
+    if draw(st.booleans()):
+        point["sample_reasons"] = draw(_reasons)
+    result: dict[str, Any] = {"point": point}
+    if draw(st.integers(0, 3)):
+        result["kv_seed_regime"] = draw(_regime)
+    return result
+
+
+def _retyped(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with its coordinates as equal values of another type (1 -> True ...)."""
+    other = {0: 0.0, 1: True, 2: 2.0, 3: 3.0, True: 1, False: 0}
+    point = {k: other.get(v, v) if k != "benchmark_id" and not isinstance(v, (list, dict))
+             else v for k, v in result["point"].items()}
+    return {**result, "point": point}
+
+
+@st.composite
+def _ranks(draw) -> list[Document]:
+    count = draw(st.integers(1, 3))
+    base = draw(st.lists(_result(), max_size=6))
+    docs = []
+    for rank in range(count):
+        # other ranks repeat rank 0's results, or equal values of another JSON type
+        # (1 and true, 0 and 0.0), or hold their own
+        how = "same" if rank == 0 else draw(st.sampled_from(["same", "retyped", "own"]))
+        results = {"same": base, "retyped": [_retyped(r) for r in base],
+                   "own": draw(st.lists(_result(), max_size=6))}[how]
+        docs.append(Document(Path(f"r{rank}.json"), f"raw/r{rank}.json",
+                             {"dp": {"rank": rank}, "results": results}))
+    return docs
+
+
+def _facts_by_hand(ranks: list[Document]) -> tuple[list[Any], list[Any]]:
+    """The point facts as the spec reads them, one copy at a time: the lowest rank's copy
+    of each benchmark_id is its row; every copy lists the ranks holding its id."""
+    holders: dict[int, list[int]] = {}
+    for doc in ranks:
+        for result in doc.data["results"]:
+            held = holders.setdefault(result["point"]["benchmark_id"], [])
+            if doc.data["dp"]["rank"] not in held:
+                held.append(doc.data["dp"]["rank"])
+    rows: dict[int, dict[str, Any]] = {}
+    peers = []
+    for r, doc in enumerate(ranks):
+        for i, result in enumerate(doc.data["results"]):
+            p = result["point"]
+            view = {k: p[k] for k in ("point_type", "batch_size", "total_prefill_tokens",
+                                      "total_kv_read_tokens")}
+            if "kv_seed_regime" in result:
+                view["native_regime"] = result["kv_seed_regime"]
+            fields = {k: p[k] for k in ("benchmark_id", "point_type", "batch_size",
+                                        "total_prefill_tokens", "total_kv_read_tokens")}
+            fields.update(sample_reasons=p.get("sample_reasons") or [],
+                          rank=doc.data["dp"]["rank"], on_ranks=holders[p["benchmark_id"]])
+            native = result.get("kv_seed_regime", MISSING)
+            if native is not MISSING:
+                fields["native_regime"] = native
+                if isinstance(native, str) and native.startswith("skip:"):
+                    fields["native_skip_reason"] = native[5:]
+            bid = p["benchmark_id"]
+            if bid not in rows:
+                rows[bid] = {**fields, "views": [view], "id": f"p{bid}",
+                             "source": (doc.relpath, f"/results/{i}")}
+            else:
+                peers.append({**fields, "views": [rows[bid]["views"][0], view],
+                              "id": f"p{bid}@{r}.{i}", "source": (doc.relpath, f"/results/{i}")})
+    return [rows[b] for b in sorted(rows)], peers
+
+
+def _as_fact(fact) -> dict[str, Any]:
+    return {**fact.fields, "id": fact.id, "source": fact.source()}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_ranks())
+def test_the_table_holds_the_facts_the_spec_describes(ranks) -> None:
+    table = PointTable.of_ranks(ranks)
+    rows, peers = _facts_by_hand(ranks)
+    assert [_as_fact(r.fact) for r in table.rows] == rows
+    assert [_as_fact(r.fact) for r in table.peers] == peers
+    fresh = PointTable.of_ranks(ranks)  # columns read before any fact is built
+    for name in FIELDS:
+        expected = [f.get(name, MISSING) for f in rows + peers]
+        assert fresh.column(name, MISSING) == expected, name
+        assert table.column(name, MISSING) == expected, name
+
+
+def test_an_edited_fact_is_what_columns_read_afterwards() -> None:
+    ranks = [Document(Path("r0.json"), "raw/r0.json", {"dp": {"rank": 0}, "results": [
+        {"point": {"benchmark_id": b, "point_type": "decode", "batch_size": 1,
+                   "total_prefill_tokens": 0, "total_kv_read_tokens": 8}}
+        for b in (2, 1)]})]
+    table = PointTable.of_ranks(ranks)
+    table.rows[1].fact.fields["point_type"] = "prefill"
+    assert table.column("point_type") == ["decode", "prefill"]
+    assert table.column("benchmark_id") == [1, 2]
+
+
+def _classes_by_hand(cp, facts) -> tuple[list[str], dict[Any, str]]:
+    """One class per distinct point key, represented by its first copy."""
+    reps: dict[Any, Any] = {}
+    of = [reps.setdefault(point_key(cp, f.fields), f).id for f in facts]
+    return [f.id for f in reps.values()], of
+
+
+POLICY = api.load_policy()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_ranks())
+def test_point_classes_group_copies_by_their_whole_key(ranks) -> None:
+    cp = POLICY.compiled
+    table = PointTable.of_ranks(ranks)
+    facts = [r.fact for r in PointTable.of_ranks(ranks).rows] + [
+        r.fact for r in PointTable.of_ranks(ranks).peers]
+    reps, of = _classes_by_hand(cp, facts)
+    classes, class_of = point_classes(cp, table)
+    assert [f.id for f in classes] == reps
+    assert class_of == {f.fields["benchmark_id"]: c for f, c in zip(facts, of)
+                        if "@" not in f.id}
+    cell = CellFacts("c", "c", "decode", [], [PointRow(f) for f in facts if "@" not in f.id],
+                     peer_points=[PointRow(f) for f in facts if "@" in f.id])
+    by_rows = point_classes(cp, point_table(cell))  # hand-built rows: the same classes
+    assert ([f.id for f in by_rows[0]], by_rows[1]) == (reps, class_of)
