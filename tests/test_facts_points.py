@@ -162,3 +162,28 @@ def test_point_classes_group_copies_by_their_whole_key(ranks) -> None:
                      peer_points=[PointRow(f) for f in facts if "@" in f.id])
     by_rows = point_classes(cp, point_table(cell))  # hand-built rows: the same classes
     assert ([f.id for f in by_rows[0]], by_rows[1]) == (reps, class_of)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_ranks())
+def test_the_usual_layout_gives_the_table_of_any_layout(ranks) -> None:
+    """Ranks holding the same ids once each take a shortcut; it builds the same table."""
+    ids = [[r["point"]["benchmark_id"] for r in doc.data["results"]] for doc in ranks]
+    if any(i != ids[0] for i in ids) or len(set(ids[0])) != len(ids[0]):
+        ranks = [Document(d.path, d.relpath, {**d.data, "results": _unique(
+            ranks[0].data["results"])}) for d in ranks]
+    numbers = [doc.data["dp"]["rank"] for doc in ranks]
+    ids = [r["point"]["benchmark_id"] for r in ranks[0].data["results"]]
+    usual = PointTable._same_points(ranks, ids, numbers)
+    anyway = PointTable._any_points(ranks, numbers)
+    assert [_as_fact(f.fact) for f in usual.rows] == [_as_fact(f.fact) for f in anyway.rows]
+    assert [_as_fact(f.fact) for f in usual.peers] == [_as_fact(f.fact) for f in anyway.peers]
+    for name in FIELDS:
+        assert usual.column(name, MISSING) == anyway.column(name, MISSING), name
+
+
+def _unique(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: dict[Any, dict[str, Any]] = {}
+    for r in results:
+        seen.setdefault(r["point"]["benchmark_id"], r)
+    return list(seen.values())

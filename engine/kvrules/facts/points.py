@@ -32,6 +32,8 @@ VIEW_KEYS = COORDINATES[1:]
 """What must agree across ranks (spec 3), with the native regime: a copy's ``views``."""
 
 _ABSENT = object()
+_UNCONFUSED = frozenset({str, int, type(None), object})
+"""Classes no two of which hold equal values (``object``: the absent marker)."""
 
 
 Copy = tuple[Document, int, int, int, list[Any], int]
@@ -54,16 +56,40 @@ class PointTable:
 
     @classmethod
     def of_ranks(cls, ranks: list[Document]) -> "PointTable":
-        """The table of a cell's rank documents (sorted by rank, as loading gives them).
+        """The table of a cell's rank documents (sorted by rank, as loading gives them)."""
+        ids = [[result["point"]["benchmark_id"] for result in doc.data["results"]]
+               for doc in ranks]
+        numbers = [rank_of(doc) for doc in ranks]
+        if ids and all(i == ids[0] for i in ids) and len(set(numbers)) == len(numbers) \
+                and len(set(ids[0])) == len(ids[0]):
+            return cls._same_points(ranks, ids[0], numbers)
+        return cls._any_points(ranks, numbers)
 
-        One pass: a benchmark_id's first copy is met before the others, and its list of
-        holding ranks is shared by all its copies and complete when the pass ends.
-        """
+    @classmethod
+    def _same_points(cls, ranks: list[Document], ids: list[Any],
+                     numbers: list[int]) -> "PointTable":
+        """Every rank holds the same benchmark_ids once each, in the same order (the usual
+        campaign): each id's row is on the first rank, its copies follow rank by rank."""
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        row_of = [0] * len(ids)
+        for row, i in enumerate(order):
+            row_of[i] = row
+        held = [list(numbers) for _ in ids]
+        first = ranks[0]
+        copies: list[Copy] = [(first, 0, i, numbers[0], held[i], -1) for i in order]
+        for r, doc in enumerate(ranks[1:], 1):
+            copies += [(doc, r, i, numbers[r], held[i], row_of[i]) for i in range(len(ids))]
+        return cls(copies, len(ids))
+
+    @classmethod
+    def _any_points(cls, ranks: list[Document], numbers: list[int]) -> "PointTable":
+        """Any layout. One pass: a benchmark_id's first copy is met before the others, and
+        its list of holding ranks is shared by all its copies and complete at the end."""
         rows: list[tuple[Any, Copy]] = []
         peers: list[tuple[Document, int, int, int, list[Any], Any]] = []
         holders: dict[Any, list[Any]] = {}
         for r, doc in enumerate(ranks):
-            rank = rank_of(doc)
+            rank = numbers[r]
             for i, result in enumerate(doc.data["results"]):
                 bid = result["point"]["benchmark_id"]
                 held = holders.get(bid)
@@ -128,11 +154,21 @@ class PointTable:
     def _views(self) -> list[list[dict[str, Any]]]:
         """Each copy's view and, on other ranks, the reported row's view before it. A copy
         that agrees with its row in values and JSON types shares the row's view object."""
-        views = [self._view(i) for i in range(len(self))]
-        out: list[list[dict[str, Any]]] = [[v] for v in views[:self.n_rows]]
+        columns = [self._coordinates[name] for name in VIEW_KEYS] + [
+            [r.get("kv_seed_regime", _ABSENT) for r in self._results]]
+        if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
+            same = list(zip(*columns))  # equal tuples: equal values of equal classes
+        else:
+            same = list(range(len(self)))  # compared view by view below
+        rows = [self._view(i) for i in range(self.n_rows)]
+        out: list[list[dict[str, Any]]] = [[v] for v in rows]
         for i in range(self.n_rows, len(self)):
-            row, own = views[self._copies[i][5]], views[i]
-            out.append([row, row if _plainly_equal(row, own) else own])
+            row = self._copies[i][5]
+            if same[i] == same[row]:
+                out.append([rows[row], rows[row]])
+                continue
+            own = self._view(i)
+            out.append([rows[row], rows[row] if _plainly_equal(rows[row], own) else own])
         return out
 
     def _view(self, i: int) -> dict[str, Any]:
