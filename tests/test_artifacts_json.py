@@ -119,23 +119,29 @@ _EDITS = st.one_of(st.integers(-2, 3), st.floats(-2, 2), st.none(), st.booleans(
 
 
 @settings(max_examples=500, deadline=None)
-@example(edits=[(("kv_seed_regime",), "")], drop=[])
-@example(edits=[(("fpms", 0, "wall_time"), 0)], drop=[])
-@example(edits=[(("point", "benchmark_id"), 0)], drop=[])
-@example(edits=[(("point", "sample_reasons"), "capture")], drop=[])
+@example(edits=[(("kv_seed_regime",), "")], drop=[], others=())
+@example(edits=[(("fpms", 0, "wall_time"), 0)], drop=[], others=(1,))
+@example(edits=[(("point", "benchmark_id"), 0)], drop=[], others=(0,))
+@example(edits=[(("point", "sample_reasons"), "capture")], drop=[], others=(0, 1))
 @given(edits=st.lists(st.tuples(st.sampled_from(_RESULT_PATHS), _EDITS), max_size=2),
-       drop=st.lists(st.sampled_from(_RESULT_PATHS), max_size=1))
+       drop=st.lists(st.sampled_from(_RESULT_PATHS), max_size=1),
+       others=st.sampled_from([(), (0,), (1,), (0, 1)]))
 def test_results_fast_path_is_sound(edits: list[tuple[tuple[Any, ...], Any]],
-                                    drop: list[tuple[Any, ...]]) -> None:
-    """When the hand-written loop accepts results, the schema must accept them too."""
+                                    drop: list[tuple[Any, ...]],
+                                    others: tuple[int, ...]) -> None:
+    """When the fast path accepts results, the schema must accept them too: one edited
+    result alone, or among valid ones before or after it (the check runs by columns)."""
     result = json.loads(json.dumps(_BASE["results"][0]))
     for where, value in edits:
         _apply(result, where, lambda node, key, v=value: node.__setitem__(key, v))
     for where in drop:
         _apply(result, where, lambda node, key: node.__delitem__(key))
-    data = dict(_BASE, results=[result])
+    results = [result]
+    for position in others:
+        results.insert(position, json.loads(json.dumps(_BASE["results"][0])))
+    data = dict(_BASE, results=results)
     errors = list(strict_validator()(load_schema("rank.schema.json")).iter_errors(data))
-    if results_ok([result]):
+    if results_ok(results):
         assert errors == []
 
 

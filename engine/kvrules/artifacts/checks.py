@@ -37,6 +37,8 @@ def incomplete(doc: Document) -> list[Diagnostic]:
 
 def result_checks(doc: Document, kind: str | None) -> list[Diagnostic]:
     """Finite wall times, the cell's point type (when known) and ids contiguous from 1."""
+    if _results_plainly_fine(doc.data["results"], kind):
+        return []
     out: list[Diagnostic] = []
     wrong: list[int] = []
     ids: dict[Any, int] = {}
@@ -57,6 +59,17 @@ def result_checks(doc: Document, kind: str | None) -> list[Diagnostic]:
         out.append(_wrong_kind(doc, wrong, kind))
     out.extend(_id_gaps(doc, ids, duplicate))
     return out
+
+
+def _results_plainly_fine(results: list[dict[str, Any]], kind: str | None) -> bool:
+    """The usual case of :func:`result_checks` by columns: no result it would report
+    (any doubt returns False, and the result-by-result checks then say what is wrong)."""
+    points = [result["point"] for result in results]
+    kinds = [point["point_type"] for point in points]
+    ids = sorted(point["benchmark_id"] for point in points)
+    walls = [result["fpms"][0]["wall_time"] for result in results]
+    return ((kind is None or kinds.count(kind) == len(kinds))
+            and all(map(math.isfinite, walls)) and ids == list(range(1, len(ids) + 1)))
 
 
 def _wrong_kind(doc: Document, wrong: list[int], kind: str | None) -> Diagnostic:

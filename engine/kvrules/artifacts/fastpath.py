@@ -13,50 +13,60 @@ from __future__ import annotations
 
 from typing import Any
 
-_POINT_TYPES = ("prefill", "decode")
+_POINT_TYPES = frozenset({"prefill", "decode"})
+_INTS = {int}
+_STRINGS = {str}
+_POSITIVE = (0.0).__lt__
+"""``0.0 < x`` for a float or an int of any size (False for NaN)."""
 
 
 def results_ok(results: Any) -> bool:
-    """True only if every item satisfies ``$defs/result`` (False means "ask the schema")."""
+    """True only if every item satisfies ``$defs/result`` (False means "ask the schema").
+
+    Field by field over the whole list: a column of values is gathered by one
+    comprehension and its classes compared as a set, so the loop runs in C.
+    """
     if type(results) is not list:
         return False
-    point_ok = _point_ok
-    for result in results:
-        if type(result) is not dict or not point_ok(result.get("point")):
-            return False
-        regime = result.get("kv_seed_regime")
-        if regime is not None and (type(regime) is not str or not regime):
-            return False  # (absent and null are both allowed)
-        fpms = result.get("fpms")
-        if type(fpms) is not list or len(fpms) != 1:
-            return False
-        fpm = fpms[0]
-        if type(fpm) is not dict:
-            return False
-        if type(fpm.get("counter_id", 0)) is not int or type(fpm.get("dp_rank", 0)) is not int:
-            return False
-        wall = fpm.get("wall_time")
-        if type(wall) is not float and type(wall) is not int or not wall > 0:
-            return False
-    return True
+    if not results:
+        return True
+    if set(map(type, results)) != {dict}:
+        return False
+    points = [result.get("point") for result in results]
+    if not _points_ok(points):
+        return False
+    regimes = [r for r in (result.get("kv_seed_regime") for result in results)
+               if r is not None]  # (absent and null are both allowed)
+    if not set(map(type, regimes)) <= _STRINGS or "" in regimes:
+        return False
+    fpms = [result.get("fpms") for result in results]
+    if set(map(type, fpms)) != {list} or set(map(len, fpms)) != {1}:
+        return False
+    fpm = [f[0] for f in fpms]
+    if set(map(type, fpm)) != {dict}:
+        return False
+    if set(map(type, [f.get("counter_id", 0) for f in fpm])) != _INTS or \
+            set(map(type, [f.get("dp_rank", 0) for f in fpm])) != _INTS:
+        return False
+    walls = [f.get("wall_time") for f in fpm]
+    return set(map(type, walls)) <= {float, int} and all(map(_POSITIVE, walls))
 
 
-def _point_ok(point: Any) -> bool:
-    """``$defs/point``: exact types (``type(x) is int`` also rules out booleans)."""
-    if type(point) is not dict or point.get("point_type") not in _POINT_TYPES:
+def _points_ok(points: list[Any]) -> bool:
+    """``$defs/point`` for a whole column of points: exact types (``int`` is not ``bool``)."""
+    if set(map(type, points)) != {dict}:
         return False
-    get = point.get
-    benchmark_id, batch_size = get("benchmark_id"), get("batch_size")
-    prefill, kv_read = get("total_prefill_tokens"), get("total_kv_read_tokens")
-    if (type(benchmark_id) is not int or type(batch_size) is not int
-            or type(prefill) is not int or type(kv_read) is not int
-            or benchmark_id < 1 or batch_size < 0 or prefill < 0 or kv_read < 0):
+    kinds = [p.get("point_type") for p in points]
+    if set(map(type, kinds)) != _STRINGS or not set(kinds) <= _POINT_TYPES:
         return False
-    reasons = get("sample_reasons")
-    if reasons is not None:
-        if type(reasons) is not list:
+    for name, least in (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
+                        ("total_kv_read_tokens", 0)):
+        column = [p.get(name) for p in points]
+        if set(map(type, column)) != _INTS or min(column) < least:
             return False
-        for reason in reasons:
-            if type(reason) is not str:
-                return False
-    return True
+    reasons = [r for r in (p.get("sample_reasons") for p in points) if r is not None]
+    if not reasons:
+        return True
+    if set(map(type, reasons)) != {list}:
+        return False
+    return set(map(type, [reason for listed in reasons for reason in listed])) <= _STRINGS

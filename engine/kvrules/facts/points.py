@@ -31,6 +31,8 @@ COORDINATES = ("benchmark_id", "point_type", "batch_size", "total_prefill_tokens
 VIEW_KEYS = COORDINATES[1:]
 """What must agree across ranks (spec 3), with the native regime: a copy's ``views``."""
 
+SKIP = "skip:"
+"""A native regime ``skip:<reason>`` names its reason after this prefix (producer format)."""
 _ABSENT = object()
 _UNCONFUSED = frozenset({str, int, type(None), object})
 """Classes no two of which hold equal values (``object``: the absent marker)."""
@@ -140,7 +142,9 @@ class PointTable:
         if name == "native_regime":
             return [r.get("kv_seed_regime", absent) for r in self._results]
         if name == "native_skip_reason":
-            return [_skip_reason(r.get("kv_seed_regime"), absent) for r in self._results]
+            natives = [r.get("kv_seed_regime") for r in self._results]
+            return [n[len(SKIP):] if n.__class__ is str and n.startswith(SKIP) else absent
+                    for n in natives]  # (_skip_reason, without a call per copy)
         if name == "sample_reasons":
             return [p.get("sample_reasons") or [] for p in self._points]
         if name == "rank":
@@ -215,8 +219,8 @@ def rank_of(doc: Document) -> int:
 
 def _skip_reason(native: Any, absent: Any) -> Any:
     """The ``<reason>`` of a native ``skip:<reason>`` regime (a producer format's split)."""
-    if native.__class__ is str and native.startswith("skip:"):
-        return native[5:]
+    if native.__class__ is str and native.startswith(SKIP):
+        return native[len(SKIP):]
     return absent
 
 

@@ -288,13 +288,16 @@ SPELLINGS: dict[str, tuple[str, Spelling]] = {
 def shape(value: Any) -> tuple[Any, ...]:
     """What shape-only operators see of a list or object: its type, its length, and for a
     list of objects the keys on which its items disagree."""
+    if value.__class__ is list and 0 < len(value) < 3 and value[0].__class__ is dict \
+            and value[-1] is value[0]:  # one object, or one object twice (a point's views)
+        return ("array", len(value), ())
     if isinstance(value, dict):
         return ("object", len(value))
     if not all(isinstance(i, dict) for i in value):
         return ("array", len(value), None)
     if len(value) < 2:
         return ("array", len(value), ())
-    if len(value) == 2 and (value[0] is value[1] or _plainly_equal(value[0], value[1])):
+    if len(value) == 2 and _plainly_equal(value[0], value[1]):
         return ("array", 2, ())
     first, rest = value[0], value[1:]
     differ = []
