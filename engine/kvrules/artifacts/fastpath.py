@@ -16,6 +16,7 @@ from typing import Any
 _POINT_TYPES = frozenset({"prefill", "decode"})
 _INTS = {int}
 _STRINGS = {str}
+_OPTIONAL_STRINGS = {str, type(None)}
 _POSITIVE = (0.0).__lt__
 """``0.0 < x`` for a float or an int of any size (False for NaN)."""
 
@@ -35,10 +36,9 @@ def results_ok(results: Any) -> bool:
     points = [result.get("point") for result in results]
     if not _points_ok(points):
         return False
-    regimes = [r for r in (result.get("kv_seed_regime") for result in results)
-               if r is not None]  # (absent and null are both allowed)
-    if not set(map(type, regimes)) <= _STRINGS or "" in regimes:
-        return False
+    regimes = [result.get("kv_seed_regime") for result in results]
+    if not set(map(type, regimes)) <= _OPTIONAL_STRINGS or "" in regimes:
+        return False  # (absent and null are both allowed)
     fpms = [result.get("fpms") for result in results]
     if set(map(type, fpms)) != {list} or set(map(len, fpms)) != {1}:
         return False
@@ -64,9 +64,8 @@ def _points_ok(points: list[Any]) -> bool:
         column = [p.get(name) for p in points]
         if set(map(type, column)) != _INTS or min(column) < least:
             return False
-    reasons = [r for r in (p.get("sample_reasons") for p in points) if r is not None]
-    if not reasons:
-        return True
-    if set(map(type, reasons)) != {list}:
+    reasons = [p.get("sample_reasons") for p in points]
+    if not set(map(type, reasons)) <= {list, type(None)}:
         return False
-    return set(map(type, [reason for listed in reasons for reason in listed])) <= _STRINGS
+    return set(map(type, [reason for listed in reasons if listed for reason in listed])
+               ) <= _STRINGS

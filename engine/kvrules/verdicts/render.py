@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Iterable, Iterator, Literal
+from itertools import chain
+from operator import attrgetter
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import orjson
 
@@ -88,7 +90,7 @@ def _cell_document(cell: CellVerdict, points: "PointRecords") -> str:
     head = _nested(_dumps(cell.to_dict(with_points=False), True), 2)[:-len("\n    }")]
     if not cell.points:
         return head + ',\n      "points": []\n    }'
-    return (head + ',\n      "points": [\n' + ",\n".join(map(points.record, cell.points))
+    return (head + ',\n      "points": [\n' + ",\n".join(points.records(cell.points))
             + "\n      ]\n    }")
 
 
@@ -112,9 +114,19 @@ class PointRecords:
         self._verdicts: dict[tuple[Any, ...], str] = {}
         self._strings: dict[str, str] = {}
 
+    def records(self, points: Sequence[PointVerdict]) -> list[str]:
+        """The records of a cell's points, their field types checked over all at once."""
+        if _plain_points(points):
+            return list(map(self._formatted, points))
+        return list(map(self.record, points))
+
     def record(self, point: PointVerdict) -> str:
-        if not _plain_point(point):
+        """One point's record."""
+        if not _plain_points((point,)):
             return self._general(point)
+        return self._formatted(point)
+
+    def _formatted(self, point: PointVerdict) -> str:
         key = (point.native_regime, point.kv_seed_regime, point.eligible, point.status,
                point.decided_by, point.trace, point.reasons)
         tail = self._verdicts.get(key)
@@ -161,21 +173,22 @@ class PointRecords:
         return _POINT_INDENT + _nested(text, 4) if self.indent else text
 
 
-def _plain_point(point: PointVerdict) -> bool:
-    """Whether the formatted path writes this point exactly as the general encoder would:
-    int coordinates (not bools), strings where strings belong, tuples of strings."""
-    return (point.benchmark_id.__class__ is int and point.batch_size.__class__ is int
-            and point.total_prefill_tokens.__class__ is int
-            and point.total_kv_read_tokens.__class__ is int
-            and point.cell_id.__class__ is str and point.point_type.__class__ is str
-            and point.eligible.__class__ is bool and point.status.__class__ is str
-            and point.native_regime.__class__ in _OPTIONAL_STR
-            and point.kv_seed_regime.__class__ in _OPTIONAL_STR
-            and point.decided_by.__class__ in _OPTIONAL_STR
-            and point.trace.__class__ is tuple and point.reasons.__class__ is tuple)
+_INTS = attrgetter("benchmark_id", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
+_STRINGS = attrgetter("cell_id", "point_type", "status")
+_OPTIONAL_STRINGS = attrgetter("native_regime", "kv_seed_regime", "decided_by")
+_TUPLES = attrgetter("trace", "reasons")
+_ELIGIBLE = attrgetter("eligible")
 
 
-_OPTIONAL_STR = (str, type(None))
+def _plain_points(points: Sequence[PointVerdict]) -> bool:
+    """Whether the formatted path writes these points exactly as the general encoder would:
+    int coordinates (not bools), strings where strings belong, tuples (of anything: the
+    verdict part goes through the general encoder). Field by field over all points."""
+    def classes(fields: attrgetter) -> set[type]:
+        return set(map(type, chain.from_iterable(map(fields, points))))
+    return (classes(_INTS) <= {int} and classes(_STRINGS) <= {str}
+            and classes(_OPTIONAL_STRINGS) <= {str, type(None)}
+            and classes(_TUPLES) <= {tuple} and set(map(type, map(_ELIGIBLE, points))) <= {bool})
 
 
 def _jsonl_line(record: dict[str, Any]) -> str:
@@ -195,10 +208,10 @@ def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
     yield _jsonl_line({"kind": "report", "kvrules_version": kvrules_version,
                        "policy": policy.to_dict()})
     total = summarize([])
-    record = PointRecords(indent=False).record
+    records = PointRecords(indent=False).records
     for cell in cells:
         if cell.points:
-            yield "\n".join(map(record, cell.points)) + "\n"
+            yield "\n".join(records(cell.points)) + "\n"
         yield _jsonl_line(cell.to_dict(with_points=False))
         total = add_summaries(total, summarize([cell]))
     yield _jsonl_line(total.to_dict())
