@@ -45,16 +45,28 @@ reported row itself)."""
 
 
 class PointTable:
-    """Every copy of every point of one cell (see the module docstring for the order)."""
+    """Every copy of every point of one cell (see the module docstring for the order).
+
+    It holds columns of the values found, not the documents: the raw files are freed once
+    the cell is extracted, and a table crosses to another process as a few flat lists.
+    """
 
     def __init__(self, copies: list[Copy], n_rows: int) -> None:
         """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
-        self._copies = copies
         self.n_rows = n_rows
+        self._size = len(copies)
         self._built: dict[int, Fact] = {}
-        self._results = [doc.data["results"][i] for doc, _, i, *_ in copies]
-        self._points = [result["point"] for result in self._results]
-        self._coordinates = {name: [p[name] for p in self._points] for name in COORDINATES}
+        results = [doc.data["results"][i] for doc, _, i, *_ in copies]
+        points = [result["point"] for result in results]
+        self._coordinates = {name: [p[name] for p in points] for name in COORDINATES}
+        self._natives = [result.get("kv_seed_regime", _ABSENT) for result in results]
+        self._reasons = [p.get("sample_reasons") for p in points]
+        self._files = [doc.relpath for doc, *_ in copies]
+        self._positions = [copy[1] for copy in copies]
+        self._indexes = [copy[2] for copy in copies]
+        self._ranks = [copy[3] for copy in copies]
+        self._held = [copy[4] for copy in copies]
+        self._row = [copy[5] for copy in copies]
 
     @classmethod
     def of_ranks(cls, ranks: list[Document]) -> "PointTable":
@@ -112,10 +124,12 @@ class PointTable:
         """A table over facts already built (hand-made cells, policy test cases)."""
         table = cls([], len(rows))
         table._built = dict(enumerate([row.fact for row in rows] + [row.fact for row in peers]))
+        table._size = len(table._built)
+        table._coordinates = {}
         return table
 
     def __len__(self) -> int:
-        return len(self._copies) if self._copies else len(self._built)
+        return self._size
 
     @property
     def rows(self) -> "PointRows":
@@ -129,7 +143,7 @@ class PointTable:
 
     def column(self, name: str, absent: Any = None) -> list[Any]:
         """The field ``name`` of every copy's fact (``absent`` where the fact lacks it)."""
-        if not self._copies:
+        if not self._coordinates:  # a table of built facts only
             return [self._built[i].fields.get(name, absent) for i in range(len(self))]
         values = self._raw_column(name, absent)
         for i, fact in self._built.items():  # built facts may have been edited since
@@ -140,17 +154,16 @@ class PointTable:
         if name in self._coordinates:
             return list(self._coordinates[name])
         if name == "native_regime":
-            return [r.get("kv_seed_regime", absent) for r in self._results]
+            return [absent if n is _ABSENT else n for n in self._natives]
         if name == "native_skip_reason":
-            natives = [r.get("kv_seed_regime") for r in self._results]
             return [n[len(SKIP):] if n.__class__ is str and n.startswith(SKIP) else absent
-                    for n in natives]  # (_skip_reason, without a call per copy)
+                    for n in self._natives]  # (_skip_reason, without a call per copy)
         if name == "sample_reasons":
-            return [p.get("sample_reasons") or [] for p in self._points]
+            return [r or [] for r in self._reasons]
         if name == "rank":
-            return [copy[3] for copy in self._copies]
+            return list(self._ranks)
         if name == "on_ranks":
-            return [copy[4] for copy in self._copies]
+            return list(self._held)
         if name == "views":
             return self._views()
         return [self.fact(i).fields.get(name, absent) for i in range(len(self))]
@@ -158,16 +171,15 @@ class PointTable:
     def _views(self) -> list[list[dict[str, Any]]]:
         """Each copy's view and, on other ranks, the reported row's view before it. A copy
         that agrees with its row in values and JSON types shares the row's view object."""
-        columns = [self._coordinates[name] for name in VIEW_KEYS] + [
-            [r.get("kv_seed_regime", _ABSENT) for r in self._results]]
+        columns = [self._coordinates[name] for name in VIEW_KEYS] + [self._natives]
         if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
-            same = list(zip(*columns))  # equal tuples: equal values of equal classes
+            same: list[Any] = list(zip(*columns))  # equal tuples: equal values and classes
         else:
             same = list(range(len(self)))  # compared view by view below
         rows = [self._view(i) for i in range(self.n_rows)]
         out: list[list[dict[str, Any]]] = [[v] for v in rows]
         for i in range(self.n_rows, len(self)):
-            row = self._copies[i][5]
+            row = self._row[i]
             if same[i] == same[row]:
                 out.append([rows[row], rows[row]])
                 continue
@@ -176,13 +188,19 @@ class PointTable:
         return out
 
     def _view(self, i: int) -> dict[str, Any]:
-        p, result = self._points[i], self._results[i]
-        view = {"point_type": p["point_type"], "batch_size": p["batch_size"],
-                "total_prefill_tokens": p["total_prefill_tokens"],
-                "total_kv_read_tokens": p["total_kv_read_tokens"]}
-        if "kv_seed_regime" in result:
-            view["native_regime"] = result["kv_seed_regime"]
+        c = self._coordinates
+        view = {"point_type": c["point_type"][i], "batch_size": c["batch_size"][i],
+                "total_prefill_tokens": c["total_prefill_tokens"][i],
+                "total_kv_read_tokens": c["total_kv_read_tokens"][i]}
+        if self._natives[i] is not _ABSENT:
+            view["native_regime"] = self._natives[i]
         return view
+
+    def source(self, i: int) -> tuple[str, str]:
+        """The file and JSON pointer of copy ``i``'s result."""
+        if i in self._built or not self._coordinates:
+            return self.fact(i).source()
+        return (self._files[i], f"/results/{self._indexes[i]}")
 
     def fact(self, i: int) -> Fact:
         """The whole fact of copy ``i`` (built once, then the same object)."""
@@ -192,24 +210,25 @@ class PointTable:
         return fact
 
     def _build(self, i: int) -> Fact:
-        doc, r, index, rank, held, row = self._copies[i]
-        p, result = self._points[i], self._results[i]
-        views = [self._view(i)] if row < 0 else [self._view(row), self._view(i)]
+        c, row = self._coordinates, self._row[i]
+        bid = c["benchmark_id"][i]
         fields: dict[str, Any] = {
-            "benchmark_id": p["benchmark_id"], "point_type": p["point_type"],
-            "batch_size": p["batch_size"], "total_prefill_tokens": p["total_prefill_tokens"],
-            "total_kv_read_tokens": p["total_kv_read_tokens"],
-            "sample_reasons": p.get("sample_reasons") or [],
-            "rank": rank, "on_ranks": held, "views": views}
-        if "kv_seed_regime" in result:
-            native = result["kv_seed_regime"]
+            "benchmark_id": bid, "point_type": c["point_type"][i],
+            "batch_size": c["batch_size"][i], "total_prefill_tokens": c["total_prefill_tokens"][i],
+            "total_kv_read_tokens": c["total_kv_read_tokens"][i],
+            "sample_reasons": self._reasons[i] or [], "rank": self._ranks[i],
+            "on_ranks": self._held[i],
+            "views": [self._view(i)] if row < 0 else [self._view(row), self._view(i)]}
+        native = self._natives[i]
+        if native is not _ABSENT:
             fields["native_regime"] = native
             reason = _skip_reason(native, _ABSENT)
             if reason is not _ABSENT:
                 fields["native_skip_reason"] = reason
-        bid = p["benchmark_id"]
-        return Fact("point", f"p{bid}" if row < 0 else f"p{bid}@{r}.{index}", fields,
-                    base=(doc.relpath, f"/results/{index}"), paths=POINT_PATHS)
+        index = self._indexes[i]
+        fact_id = f"p{bid}" if row < 0 else f"p{bid}@{self._positions[i]}.{index}"
+        return Fact("point", fact_id, fields, base=(self._files[i], f"/results/{index}"),
+                    paths=POINT_PATHS)
 
 
 def rank_of(doc: Document) -> int:

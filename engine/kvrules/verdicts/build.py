@@ -104,7 +104,7 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
         for i, (bid, verdict) in enumerate(zip(bids, verdicts)):
             if verdict.problem:
                 errors.append(_problem_error(verdict.problem, bid, verdict,
-                                             table.fact(i).source()))
+                                             table.source(i)))
     ok = not errors
     columns = zip(bids, *(table.column(name)[:n] for name in COORDINATES[1:]),
                   table.column("native_regime")[:n], verdicts)
