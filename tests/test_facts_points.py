@@ -187,3 +187,16 @@ def _unique(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in results:
         seen.setdefault(r["point"]["benchmark_id"], r)
     return list(seen.values())
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(_ranks())
+def test_a_table_sent_to_another_process_is_the_same_table(ranks) -> None:
+    """--jobs sends tables back pickled: absent stays absent, every column and fact equal."""
+    import pickle
+    table = PointTable.of_ranks(ranks)
+    sent = pickle.loads(pickle.dumps(table))
+    for name in FIELDS:
+        assert sent.column(name, MISSING) == table.column(name, MISSING), name
+    assert [_as_fact(r.fact) for r in sent.rows] == [_as_fact(r.fact) for r in table.rows]
+    assert [_as_fact(r.fact) for r in sent.peers] == [_as_fact(r.fact) for r in table.peers]

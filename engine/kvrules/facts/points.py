@@ -33,9 +33,24 @@ VIEW_KEYS = COORDINATES[1:]
 
 SKIP = "skip:"
 """A native regime ``skip:<reason>`` names its reason after this prefix (producer format)."""
-_ABSENT = object()
-_UNCONFUSED = frozenset({str, int, type(None), object})
-"""Classes no two of which hold equal values (``object``: the absent marker)."""
+
+
+class _Absent:
+    """The marker of an absent native regime; one object, in every process (it pickles by
+    name, so a table sent from a worker still tells absent from any value)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "_ABSENT"
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT = _Absent()
+_UNCONFUSED = frozenset({str, int, type(None), _Absent})
+"""Classes no two of which hold equal values (the absent marker's included)."""
 
 
 Copy = tuple[Document, int, int, int, list[Any], int]
