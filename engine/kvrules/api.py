@@ -29,7 +29,7 @@ from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
-from kvrules.pipeline import Classifier, prepare
+from kvrules.pipeline import Classifier, Prepared, prepare
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
@@ -84,13 +84,24 @@ def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> 
     return Report(policy=policy.identity, cells=verdicts)
 
 
-def _init_worker() -> None:
+_WORKER_POLICY: list[CompiledPolicy] = []
+"""The compiled policy of this extraction worker (set when the pool starts it)."""
+
+
+def _init_worker(cp: CompiledPolicy) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
     child_signals(signal.SIGINT)  # Pool.terminate() must just stop us; the parent owns ^C
+    _WORKER_POLICY[:] = [cp]
 
 
 def _extract_ref(ref: CellRef) -> CellFacts:
     return extract_cell(load_cell(ref))
+
+
+def _prepare_ref(ref: CellRef) -> Prepared:
+    """A worker's part of a cell: load, extract and group points into classes. What comes
+    back is small (the cell's facts, one fact per class, the report rows' columns)."""
+    return prepare(_WORKER_POLICY[0], _extract_ref(ref))
 
 
 @contextmanager
@@ -237,20 +248,21 @@ class LocalExecutor:
                     yield list(classify_refs(batch, policy))
                     continue
                 if pool is None:
-                    pool = _extraction_pool(self.jobs)
-                extracted = pool.imap(_extract_ref, batch, chunksize=4)
-                yield list(policy.classifier.classify_stream(extracted))
+                    pool = _extraction_pool(self.jobs, policy)
+                prepared = pool.imap(_prepare_ref, batch, chunksize=4)
+                yield list(policy.classifier.classify_prepared(prepared))
         finally:
             if pool is not None:
                 pool.terminate()
                 pool.join()
 
 
-def _extraction_pool(jobs: int) -> Any:
-    """Worker processes that load and extract cells (the engine stays in the parent)."""
+def _extraction_pool(jobs: int, policy: Policy) -> Any:
+    """Worker processes that load, extract and prepare cells (the engine stays in the
+    parent)."""
     ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     with signals_deferred():
-        return ctx.Pool(jobs, _init_worker)
+        return ctx.Pool(jobs, _init_worker, (policy.compiled,))
 
 
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
@@ -262,9 +274,9 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
         return
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
-    with _extraction_pool(jobs) as pool:
-        extracted = pool.imap(_extract_ref, refs, chunksize=4)
-        yield from _counted(policy.classifier.classify_stream(extracted), total, progress)
+    with _extraction_pool(jobs, policy) as pool:
+        prepared = pool.imap(_prepare_ref, refs, chunksize=4)
+        yield from _counted(policy.classifier.classify_prepared(prepared), total, progress)
 
 
 def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdict]:

@@ -193,11 +193,15 @@ class Classifier:
         loads, extracts and prepares the next (pulling ``cells`` lazily) and builds the
         verdicts before it: at most one evaluation in flight, at most two cells waiting.
         """
+        return self.classify_prepared(prepare(self.cp, cell) for cell in cells)
+
+    def classify_prepared(self, cells: Iterable[Prepared]) -> Iterator[CellVerdict]:
+        """:meth:`classify_stream` of cells already prepared (by worker processes)."""
         waiting: deque[_Job] = deque()
         flight: _Job | None = None
         try:
-            for cell in cells:
-                job = _Job(prepare(self.cp, cell))
+            for prepared in cells:
+                job = _Job(prepared)
                 if job.prepared.to_engine:
                     flight = self._schedule(job, flight, len(waiting))
                 else:
