@@ -2,8 +2,8 @@
 
 A cell holds a point fact per benchmark_id and rank (100,000 in a large campaign), but the
 engine sees one fact per point class and the report reads five coordinates per point. So
-extraction keeps the rank documents' results and answers two questions cheaply: the values
-of one field over every copy (:meth:`PointTable.column`, one list comprehension), and one
+extraction keeps the values found in the rank documents' results as columns and answers two
+questions cheaply: one field over every copy (:meth:`PointTable.column`, a list), and one
 copy's whole fact (:meth:`PointTable.fact`, built the first time it is asked for and kept,
 so an edited fact is what every later question sees).
 

@@ -184,7 +184,7 @@ def _plain_points(points: Sequence[PointVerdict]) -> bool:
     """Whether the formatted path writes these points exactly as the general encoder would:
     int coordinates (not bools), strings where strings belong, tuples (of anything: the
     verdict part goes through the general encoder). Field by field over all points."""
-    def classes(fields: attrgetter) -> set[type]:
+    def classes(fields: "attrgetter[Any]") -> set[type]:
         return set(map(type, chain.from_iterable(map(fields, points))))
     return (classes(_INTS) <= {int} and classes(_STRINGS) <= {str}
             and classes(_OPTIONAL_STRINGS) <= {str, type(None)}
