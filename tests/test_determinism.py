@@ -101,3 +101,30 @@ def test_engine_facts_have_the_same_property_order_under_every_hash_seed() -> No
         assert done.returncode == 0, done.stderr
         orders.add(done.stdout)
     assert len(orders) == 1
+
+
+def test_workers_run_a_bounded_number_of_cells_ahead_of_the_parent():
+    """--jobs N: prepared cells come back in input order, and no more than
+    AHEAD_PER_WORKER x N wait for the parent (a parent held up by the engine must not
+    collect the whole run in memory)."""
+    from kvrules import api as api_module
+
+    class Pool:
+        outstanding = most = 0
+
+        def apply_async(self, fn, args):
+            Pool.outstanding += 1
+            Pool.most = max(Pool.most, Pool.outstanding)
+
+            class Result:
+                def get(self):
+                    Pool.outstanding -= 1
+                    return args[0]
+            return Result()
+
+    got = []
+    for ref in api_module._prepared_in_order(Pool(), iter(range(100)), 3):
+        got.append(ref)
+        assert Pool.outstanding <= api_module.AHEAD_PER_WORKER * 3
+    assert got == list(range(100))
+    assert Pool.most == api_module.AHEAD_PER_WORKER * 3

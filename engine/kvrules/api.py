@@ -249,7 +249,7 @@ class LocalExecutor:
                     continue
                 if pool is None:
                     pool = _extraction_pool(self.jobs, policy)
-                prepared = pool.imap(_prepare_ref, batch, chunksize=4)
+                prepared = _prepared_in_order(pool, batch, self.jobs)
                 yield list(policy.classifier.classify_prepared(prepared))
         finally:
             if pool is not None:
@@ -265,6 +265,23 @@ def _extraction_pool(jobs: int, policy: Policy) -> Any:
         return ctx.Pool(jobs, _init_worker, (policy.compiled,))
 
 
+AHEAD_PER_WORKER = 4
+"""Cells a worker may have prepared before the parent takes them."""
+
+
+def _prepared_in_order(pool: Any, refs: Iterable[CellRef], jobs: int) -> Iterator[Prepared]:
+    """The pool's prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
+    ahead: a parent slower than its workers (waiting on the engine) then holds a bounded
+    number of cells, not the whole run (``imap`` queues every result)."""
+    window: deque[Any] = deque()
+    for ref in refs:
+        window.append(pool.apply_async(_prepare_ref, (ref,)))
+        if len(window) >= AHEAD_PER_WORKER * jobs:
+            yield window.popleft().get()
+    while window:
+        yield window.popleft().get()
+
+
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
                    progress: ProgressFn | None) -> Iterator[CellVerdict]:
     total = len(refs)
@@ -275,7 +292,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
     with _extraction_pool(jobs, policy) as pool:
-        prepared = pool.imap(_prepare_ref, refs, chunksize=4)
+        prepared = _prepared_in_order(pool, refs, jobs)
         yield from _counted(policy.classifier.classify_prepared(prepared), total, progress)
 
 

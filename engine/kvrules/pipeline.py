@@ -26,13 +26,16 @@ from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.compiled import compile_rules
 from kvrules.policy.compiler import PASSES as POLICY_PASSES, Pass
-from kvrules.runtime.classes import point_classes, projection
+from kvrules.runtime.classes import point_classes, projection_key
 from kvrules.backend import durable
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
-MEMO_SIZE = 256
+MEMO_SIZE = 64
+"""Evaluations kept for cells the rules cannot tell apart (least recently used first out).
+An evaluation is ~25 KB; a campaign has a handful of distinct cells, an archive of distinct
+cells gains nothing from a longer memory (256 cost 6 MiB of peak RSS and no hit)."""
 
 PASSES: tuple[tuple[str, Pass], ...] = POLICY_PASSES + durable.PASSES
 """Every compiler pass: the policy's own, then the backend's (limits, lowering)."""
@@ -138,7 +141,7 @@ class _Job:
     """A cell of :meth:`Classifier.classify_stream` between preparation and its verdict."""
 
     prepared: Prepared
-    key: str | None = None
+    key: bytes | None = None
     evaluation: Evaluation | None = None
 
 
@@ -147,7 +150,7 @@ class Classifier:
 
     def __init__(self, cp: CompiledPolicy) -> None:
         self.cp = cp
-        self._memo: OrderedDict[str, Evaluation] = OrderedDict()
+        self._memo: OrderedDict[bytes, Evaluation] = OrderedDict()
         self.evaluations = 0
         self.engine = durable.Backend(cp)
 
@@ -163,20 +166,20 @@ class Classifier:
 
     def _evaluate(self, facts: list[Fact], cell_id: str) -> Evaluation:
         """The engine's evaluation of ``facts``, shared by cells the rules cannot tell apart."""
-        key = projection(self.cp, facts)
+        key = projection_key(self.cp, facts)
         ev = self._recall(key)
         if ev is None:
             self.engine.submit(facts, cell_id)
             ev = self._remember(key)
         return ev
 
-    def _recall(self, key: str) -> Evaluation | None:
+    def _recall(self, key: bytes) -> Evaluation | None:
         ev = self._memo.get(key)
         if ev is not None:
             self._memo.move_to_end(key)
         return ev
 
-    def _remember(self, key: str) -> Evaluation:
+    def _remember(self, key: bytes) -> Evaluation:
         """Wait for the evaluation in flight and memoise it under ``key``."""
         ev, real = self.engine.result()
         self.evaluations += 1
@@ -220,7 +223,7 @@ class Classifier:
 
     def _schedule(self, job: "_Job", flight: "_Job | None", waiting: int) -> "_Job | None":
         """Give ``job`` its evaluation (memo) or send it to the engine; the job in flight."""
-        job.key = projection(self.cp, job.prepared.facts)
+        job.key = projection_key(self.cp, job.prepared.facts)
         if flight is not None and (flight.key == job.key or waiting >= 2):
             self._land(flight)
             flight = None

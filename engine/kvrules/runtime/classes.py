@@ -6,6 +6,7 @@ with other facts), so points with equal outcomes form a class evaluated once.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,7 +124,7 @@ def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], di
 
 
 def projection(cp: CompiledPolicy, facts: list[Fact]) -> str:
-    """Canonical text of exactly what the rules read: the key of the cross-cell memo."""
+    """Canonical text of exactly what the rules read."""
     rows = []
     for fact in facts:
         read = cp.read_fields.get(fact.type, frozenset())
@@ -132,4 +133,10 @@ def projection(cp: CompiledPolicy, facts: list[Fact]) -> str:
     return canonical(rows)
 
 
-__all__ = ["point_key", "point_classes", "projection", "MISSING"]
+def projection_key(cp: CompiledPolicy, facts: list[Fact]) -> bytes:
+    """The key of the cross-cell memo: the sha256 of :func:`projection` (a cell's text is
+    kilobytes, and the memo keeps hundreds of keys)."""
+    return hashlib.sha256(projection(cp, facts).encode("utf-8", "surrogatepass")).digest()
+
+
+__all__ = ["point_key", "point_classes", "projection", "projection_key", "MISSING"]
