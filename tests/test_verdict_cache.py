@@ -230,3 +230,69 @@ def test_diff_readiness_and_aggregate_reuse_the_cache_classify_filled(
         cached, plain = run([*command, *where], env), run([*command, "--no-cache"], env)
         assert (cached.returncode, cached.stdout) == (plain.returncode, plain.stdout)
     assert verdicts.info(tmp_path / "v")[0] == 2 * cells
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files count as settled at once (the copies a test makes are brand new)."""
+    monkeypatch.setattr(verdicts, "RACY_NS", 0)
+
+
+def memos(folder: Path) -> list[Path]:
+    return sorted(folder.rglob(f"*{verdicts.MEMO_SUFFIX}"))
+
+
+def test_an_unchanged_archive_is_listed_not_read(archive: list[str], tmp_path: Path,
+                                                 settled: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second run takes every file digest from the memo, even under another policy."""
+    policy = api.load_policy()
+    expected = report(archive, policy, VerdictCache(tmp_path / "v"))
+    assert len(memos(tmp_path / "v")) == len(archive)
+    def unread(listing: object) -> None:
+        raise AssertionError("an unchanged file was read again")
+    monkeypatch.setattr(verdicts, "_content_digest", unread)
+    warm = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, warm) == expected and warm.misses == 0
+    legacy = policy.with_parameters(dense_synthetic_kv=False)
+    other = VerdictCache(tmp_path / "v")
+    assert report(archive, legacy, other) == report(archive, legacy, None)
+    assert other.hits == 0 and other.misses == len(archive)
+
+
+def test_a_same_size_edit_with_its_mtime_set_back_is_seen(archive: list[str],
+                                                          tmp_path: Path,
+                                                          settled: None) -> None:
+    """The change time moves whatever the owner does to the mtime: the file is read again."""
+    policy = api.load_policy()
+    report(archive, policy, VerdictCache(tmp_path / "v"))
+    rank = next(Path(archive[0]).rglob("benchmark*.json"))
+    before = rank.stat()
+    data = rank.read_bytes()
+    at = data.index(b'"point_type"')
+    rank.write_bytes(data[:at] + b'"point_typf"' + data[at + 12:])  # same size, other bytes
+    os.utime(rank, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert rank.stat().st_size == before.st_size and rank.stat().st_mtime_ns == before.st_mtime_ns
+    again = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, again) == report(archive, policy, None)
+    assert again.misses == 1 and again.hits == len(archive) - 1
+
+
+def test_files_changed_just_before_hashing_are_not_memoized(archive: list[str],
+                                                            tmp_path: Path) -> None:
+    """Within RACY_NS of a change, a later change could keep the same status: no memo."""
+    policy = api.load_policy()
+    report(archive, policy, VerdictCache(tmp_path / "v"))
+    assert memos(tmp_path / "v") == [] and verdicts.info(tmp_path / "v")[0] == len(archive)
+
+
+def test_a_corrupt_memo_is_read_again_and_pruned_with_the_verdicts(
+        archive: list[str], tmp_path: Path, settled: None) -> None:
+    policy = api.load_policy()
+    expected = report(archive, policy, VerdictCache(tmp_path / "v"))
+    memo = memos(tmp_path / "v")[0]
+    memo.write_bytes(memo.read_bytes()[:-3] + b"bad")
+    again = VerdictCache(tmp_path / "v")
+    assert report(archive, policy, again) == expected and again.misses == 0
+    assert verdicts.prune(tmp_path / "v") == len(archive)
+    assert memos(tmp_path / "v") == [] and verdicts.info(tmp_path / "v") == (0, 0)

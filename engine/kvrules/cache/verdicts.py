@@ -2,14 +2,22 @@
 
 A cell's key is a sha256 over everything its verdict depends on: the installed kvrules (its
 version and module fingerprint, as for compiled policies, so an edited checkout never reuses
-a verdict it did not compute), the policy digest and parameters, where the cell is (campaign, root, cell id, folders, plan path:
-they appear in the report) and the bytes of every file loading the cell reads (the plan,
-generator overrides and request, ``run.sh`` and the whole ``raw/`` tree with its names).
-Contents are hashed, never mtimes, so a copy of an archive hits and a touched file does not
-miss. A cell whose files cannot all be read plainly (a symbolic link, an unreadable folder,
-an odd file name) gets no key: it is always evaluated, since its verdict may depend on more
-than its bytes. An entry that fails its checksum or does not unpickle is a miss, then
-rewritten.
+a verdict it did not compute), the policy digest and parameters, where the cell is (campaign,
+root, cell id, folders, plan path: they appear in the report) and the bytes of every file
+loading the cell reads (the plan, generator overrides and request, ``run.sh`` and the whole
+``raw/`` tree with its names). Contents are hashed, never mtimes, so a copy of an archive
+hits and a touched file does not miss. A cell whose files cannot all be read plainly (a
+symbolic link, an unreadable folder, an odd file name) gets no key: it is always evaluated,
+since its verdict may depend on more than its bytes. An entry that fails its checksum or
+does not unpickle is a miss, then rewritten.
+
+Reading a whole archive to hash it costs more than the rest of a warm run, so the digest
+of a cell's files is also memoized under the status of those files (names, sizes, modify
+and change times, inodes, devices), as git's index does: an unchanged archive is listed,
+not read. Any change to a file changes its change time, which the owner cannot set back;
+files changed within ``RACY_NS`` of being hashed are not memoized (a change in the same
+clock tick would go unseen). The memo is independent of policy and kvrules, so the first
+run after a policy change does not read the archive's bytes again either.
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ from kvrules.cache.store import cache_root, read_entry, touch, write_entry
 from kvrules.verdicts.model import CellVerdict, PointVerdict
 
 SUFFIX = ".verdict"
+MEMO_SUFFIX = ".files"
 
 
 class _Uncacheable(Exception):
@@ -45,24 +54,32 @@ def default_root() -> Path | None:
     return root / "verdicts" if root is not None else None
 
 
-def _hash_file(h: Any, path: Path) -> None:
-    """Name, then bytes (or an absence marker) of one file a cell may read."""
-    h.update(f"\0file\0{path}\0".encode("utf-8", "surrogateescape"))
+RACY_NS = 2_000_000_000
+"""A file changed less than this long before it was hashed is hashed again next run: a
+change in the same timestamp tick would leave its status unchanged (git's "racy" case;
+2 s also covers coarse file system clocks)."""
+
+_Listing = list[tuple[bytes, "os.stat_result | None"]]
+"""What a cell reads: a label per folder and file, with the file's status (None: absent;
+folders carry no status, their names are the listing)."""
+
+
+def _list_file(out: _Listing, path: Path | str) -> None:
+    label = f"\0file\0{path}\0".encode("utf-8", "surrogateescape")
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        h.update(b"absent")
+        out.append((label, None))
         return
     except (OSError, ValueError) as exc:
         raise _Uncacheable() from exc
     if not stat.S_ISREG(st.st_mode):
         raise _Uncacheable()
-    with open(path, "rb") as fh:
-        h.update(hashlib.sha256(fh.read()).digest())
+    out.append((label, st))
 
 
-def _hash_tree(h: Any, raw: Path) -> None:
-    """Every folder and file name below ``raw/`` (sorted) and every file's bytes."""
+def _list_tree(out: _Listing, raw: Path) -> None:
+    """Every folder and file name below ``raw/`` (sorted), with the files' status."""
     def refuse(exc: OSError) -> None:
         if not (isinstance(exc, FileNotFoundError) and Path(exc.filename) == raw):
             raise _Uncacheable() from exc
@@ -72,33 +89,101 @@ def _hash_tree(h: Any, raw: Path) -> None:
         for name in dirnames:
             if os.path.islink(os.path.join(dirpath, name)):
                 raise _Uncacheable()
-            h.update(f"\0dir\0{dirpath}/{name}\0".encode("utf-8", "surrogateescape"))
+            out.append((f"\0dir\0{dirpath}/{name}\0".encode("utf-8", "surrogateescape"), None))
         for name in sorted(filenames):
-            _hash_file(h, Path(dirpath, name))
+            _list_file(out, os.path.join(dirpath, name))
 
 
-def cell_key(ref: CellRef, policy_digest: str, parameters: dict[str, Any]) -> str | None:
-    """The cache key of one cell under one policy, or None when it must not be cached."""
+def _listing(ref: CellRef) -> _Listing:
+    """The files loading ``ref`` reads, in a fixed order (raises _Uncacheable)."""
+    out: _Listing = []
+    campaign_dir = ref.plan_path.parent if ref.plan_path is not None else (
+        ref.root if ref.cell_dir != ref.root else None)
+    if ref.plan_path is not None:
+        _list_file(out, ref.plan_path)
+    if campaign_dir is not None:
+        _list_file(out, campaign_dir / OVERRIDES_NAME)
+    _list_file(out, ref.cell_dir / "generator-request.json")
+    _list_file(out, ref.cell_dir / "run.sh")
+    _list_tree(out, ref.cell_dir / RAW_DIR)
+    return out
+
+
+def _status(st: os.stat_result) -> bytes:
+    """What changes when a file's bytes may have (the access time does not count)."""
+    return b"%d,%d,%d,%d,%d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                                st.st_dev)
+
+
+def _status_digest(listing: _Listing) -> str:
+    """Names and file status: equal means unchanged files."""
+    h = hashlib.sha256()
+    for label, st in listing:
+        h.update(label)
+        if st is not None:
+            h.update(_status(st))
+    return h.hexdigest()
+
+
+def _content_digest(listing: _Listing) -> tuple[bytes, bool]:
+    """Names and file bytes; and whether every file was old enough to memoize by status.
+
+    A file whose status changed while it was read raises _Uncacheable (the verdict would
+    be of other bytes than the key)."""
+    h = hashlib.sha256()
+    settled = time.time_ns() - RACY_NS
+    steady = True
+    for label, st in listing:
+        h.update(label)
+        if label.startswith(b"\0dir\0"):
+            continue
+        if st is None:
+            h.update(b"absent")
+            continue
+        path = label[6:-1].decode("utf-8", "surrogateescape")
+        with open(path, "rb") as fh:
+            h.update(hashlib.sha256(fh.read()).digest())
+        if _status(os.lstat(path)) != _status(st):
+            raise _Uncacheable()
+        steady = steady and st.st_mtime_ns < settled and st.st_ctime_ns < settled
+    return h.digest(), steady
+
+
+def _files_digest(listing: _Listing, memo: Path | None) -> bytes:
+    """The digest of what the cell reads: from the memo when no file's status changed
+    since it was last hashed, else by reading every file (then memoized if settled)."""
+    if memo is None:
+        return _content_digest(listing)[0]
+    status = _status_digest(listing)
+    entry = memo / status[:2] / f"{status}{MEMO_SUFFIX}"
+    known = read_entry(entry)
+    if known is not None and len(known) == hashlib.sha256().digest_size:
+        touch(entry)
+        return known
+    digest, steady = _content_digest(listing)
+    if steady:
+        write_entry(entry, digest)
+    return digest
+
+
+def cell_key(ref: CellRef, policy_digest: str, parameters: dict[str, Any],
+             memo: Path | None = None) -> str | None:
+    """The cache key of one cell under one policy, or None when it must not be cached.
+
+    With ``memo`` (a cache folder), the digest of the cell's files is looked up by their
+    status first, so an unchanged archive is listed, not read."""
     for folder in (ref.root, ref.cell_dir):
         if os.path.realpath(folder) != os.path.abspath(folder):
             return None  # the file checks compare real locations: more than bytes matter
-    h = hashlib.sha256(json.dumps(
+    header = json.dumps(
         [code_fingerprint(), policy_digest, parameters, ref.campaign, str(ref.root), ref.cell_id,
          str(ref.cell_dir), None if ref.plan_path is None else str(ref.plan_path)],
-        sort_keys=True, default=str).encode("utf-8", "surrogateescape"))
-    campaign_dir = ref.plan_path.parent if ref.plan_path is not None else (
-        ref.root if ref.cell_dir != ref.root else None)
+        sort_keys=True, default=str).encode("utf-8", "surrogateescape")
     try:
-        if ref.plan_path is not None:
-            _hash_file(h, ref.plan_path)
-        if campaign_dir is not None:
-            _hash_file(h, campaign_dir / OVERRIDES_NAME)
-        _hash_file(h, ref.cell_dir / "generator-request.json")
-        _hash_file(h, ref.cell_dir / "run.sh")
-        _hash_tree(h, ref.cell_dir / RAW_DIR)
+        files = _files_digest(_listing(ref), memo)
     except (_Uncacheable, OSError, ValueError, RecursionError):
         return None
-    return h.hexdigest()
+    return hashlib.sha256(header + files).hexdigest()
 
 
 @dataclass
@@ -136,7 +221,7 @@ class VerdictCache:
         """
         out = []
         for ref in refs:
-            key = cell_key(ref, policy_digest, parameters)
+            key = cell_key(ref, policy_digest, parameters, self.root)
             out.append((key, self.get(key)))
         return out
 
@@ -180,10 +265,11 @@ def _unpickle(payload: bytes, key: str) -> CellVerdict | None:
 
 
 def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
+    """Verdicts and file-digest memos below ``root``."""
     out = []
     for dirpath, _, filenames in os.walk(root):
         for name in filenames:
-            if name.endswith(SUFFIX):
+            if name.endswith((SUFFIX, MEMO_SUFFIX)):
                 path = Path(dirpath, name)
                 try:
                     out.append((path, path.stat()))
@@ -193,20 +279,22 @@ def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
 
 
 def info(root: Path) -> tuple[int, int]:
-    """Entries and bytes held by the verdict cache at ``root``."""
+    """Verdicts held by the cache at ``root``, and the bytes of all its entries."""
     entries = _entries(root)
-    return len(entries), sum(st.st_size for _, st in entries)
+    return (sum(1 for path, _ in entries if path.name.endswith(SUFFIX)),
+            sum(st.st_size for _, st in entries))
 
 
 def prune(root: Path, older_than_days: float | None = None) -> int:
-    """Delete entries not used for ``older_than_days`` (all when None); how many went."""
+    """Delete entries not used for ``older_than_days`` (all when None); how many verdicts
+    went (file-digest memos go with them and are not counted)."""
     cutoff = None if older_than_days is None else time.time() - older_than_days * 86400
     removed = 0
     for path, st in _entries(root):
         if cutoff is None or st.st_mtime < cutoff:
             try:
                 path.unlink()
-                removed += 1
+                removed += path.name.endswith(SUFFIX)
             except OSError:
                 pass
     return removed
