@@ -296,3 +296,13 @@ def test_a_corrupt_memo_is_read_again_and_pruned_with_the_verdicts(
     assert report(archive, policy, again) == expected and again.misses == 0
     assert verdicts.prune(tmp_path / "v") == len(archive)
     assert memos(tmp_path / "v") == [] and verdicts.info(tmp_path / "v") == (0, 0)
+
+
+def test_a_linked_cell_folder_is_never_cached(archive: list[str], tmp_path: Path) -> None:
+    cell = next(p for p in (Path(archive[0]) / "cells").iterdir() if p.is_dir())
+    shutil.move(str(cell), tmp_path / "elsewhere")
+    cell.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    cache = VerdictCache(tmp_path / "v")
+    policy = api.load_policy()
+    assert report(archive[:1], policy, cache) == report(archive[:1], policy, None)
+    assert verdicts.info(tmp_path / "v")[0] == 0 and cache.misses == 1

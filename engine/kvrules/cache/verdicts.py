@@ -31,6 +31,7 @@ import pickle
 import stat
 import time
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -166,15 +167,25 @@ def _files_digest(listing: _Listing, memo: Path | None) -> bytes:
     return digest
 
 
+@lru_cache(maxsize=1024)
+def _resolves_to_itself(folder: str) -> bool:
+    """No symbolic link on the way to ``folder`` (remembered for one lookup: a batch's
+    cells share their campaign folders, and resolving each costs a status per level)."""
+    folder = os.path.abspath(folder)
+    parent = os.path.dirname(folder)
+    if parent != folder and not _resolves_to_itself(parent):
+        return False
+    return not os.path.islink(folder)
+
+
 def cell_key(ref: CellRef, policy_digest: str, parameters: dict[str, Any],
              memo: Path | None = None) -> str | None:
     """The cache key of one cell under one policy, or None when it must not be cached.
 
     With ``memo`` (a cache folder), the digest of the cell's files is looked up by their
     status first, so an unchanged archive is listed, not read."""
-    for folder in (ref.root, ref.cell_dir):
-        if os.path.realpath(folder) != os.path.abspath(folder):
-            return None  # the file checks compare real locations: more than bytes matter
+    if not (_resolves_to_itself(str(ref.root)) and _resolves_to_itself(str(ref.cell_dir))):
+        return None  # the file checks compare real locations: more than bytes matter
     header = json.dumps(
         [code_fingerprint(), policy_digest, parameters, ref.campaign, str(ref.root), ref.cell_id,
          str(ref.cell_dir), None if ref.plan_path is None else str(ref.plan_path)],
@@ -220,6 +231,7 @@ class VerdictCache:
         holds the GIL and contends with unpickling).
         """
         out = []
+        _resolves_to_itself.cache_clear()
         for ref in refs:
             key = cell_key(ref, policy_digest, parameters, self.root)
             out.append((key, self.get(key)))
