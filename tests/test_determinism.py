@@ -107,24 +107,23 @@ def test_workers_run_a_bounded_number_of_cells_ahead_of_the_parent():
     """--jobs N: prepared cells come back in input order, and no more than
     AHEAD_PER_WORKER x N wait for the parent (a parent held up by the engine must not
     collect the whole run in memory)."""
-    from kvrules import api as api_module
+    from kvrules import workers
 
-    class Pool:
+    class Counted(workers.ExtractionWorkers):
         outstanding = most = 0
 
-        def apply_async(self, fn, args):
-            Pool.outstanding += 1
-            Pool.most = max(Pool.most, Pool.outstanding)
+        def submit(self, ref):
+            Counted.outstanding += 1
+            Counted.most = max(Counted.most, Counted.outstanding)
+            return ref
 
-            class Result:
-                def get(self):
-                    Pool.outstanding -= 1
-                    return args[0]
-            return Result()
+        def result(self, ref, future):
+            Counted.outstanding -= 1
+            return future
 
     got = []
-    for ref in api_module._prepared_in_order(Pool(), iter(range(100)), 3):
+    for ref in Counted(3, None).in_order(iter(range(100))):
         got.append(ref)
-        assert Pool.outstanding <= api_module.AHEAD_PER_WORKER * 3
+        assert Counted.outstanding <= workers.AHEAD_PER_WORKER * 3
     assert got == list(range(100))
-    assert Pool.most == api_module.AHEAD_PER_WORKER * 3
+    assert Counted.most == workers.AHEAD_PER_WORKER * 3

@@ -11,10 +11,7 @@ The library never prints and never exits; the CLI is a thin layer over these fun
 from __future__ import annotations
 
 import gc
-import os
-import signal
 import warnings
-import multiprocessing
 from collections import deque
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -22,19 +19,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from kvrules.artifacts.discover import CellRef, Paths, discover, iter_discover
-from kvrules.artifacts.load import load_cell
 from kvrules.diagnostics import ENGINE_FAILURE
-from kvrules.facts.extract import extract_cell
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
 from kvrules.pipeline import compile_policy
-from kvrules.pipeline import Classifier, Prepared, prepare
+from kvrules.pipeline import Classifier, prepare
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
 from kvrules.cache.verdicts import VerdictCache
-from kvrules.backend.durable import child_signals, signals_deferred
+from kvrules.workers import ExtractionWorkers, extract_ref
 from kvrules.verdicts.model import CellVerdict, Report
 
 ProgressFn = Callable[[int, int], None]
@@ -74,7 +69,7 @@ def load_policy(rules: str | Path | None = None,
 def extract(paths: Paths, plan: str | None = None) -> Iterator[CellFacts]:
     """The facts of every cell under ``paths`` (what the rules see), one cell at a time."""
     for ref in discover(paths, plan):
-        yield extract_cell(load_cell(ref))
+        yield extract_ref(ref)
 
 
 def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> Report:
@@ -82,26 +77,6 @@ def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> 
     policy = policy or load_policy()
     verdicts = tuple(policy.classifier.classify_facts(cell) for cell in cells)
     return Report(policy=policy.identity, cells=verdicts)
-
-
-_WORKER_POLICY: list[CompiledPolicy] = []
-"""The compiled policy of this extraction worker (set when the pool starts it)."""
-
-
-def _init_worker(cp: CompiledPolicy) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
-    child_signals(signal.SIGINT)  # Pool.terminate() must just stop us; the parent owns ^C
-    _WORKER_POLICY[:] = [cp]
-
-
-def _extract_ref(ref: CellRef) -> CellFacts:
-    return extract_cell(load_cell(ref))
-
-
-def _prepare_ref(ref: CellRef) -> Prepared:
-    """A worker's part of a cell: load, extract and group points into classes. What comes
-    back is small (the cell's facts, one fact per class, the report rows' columns)."""
-    return prepare(_WORKER_POLICY[0], _extract_ref(ref))
 
 
 @contextmanager
@@ -241,58 +216,32 @@ class LocalExecutor:
                          batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
         """Each batch through the parent's engine; with ``jobs`` > 1 one pool of extraction
         processes serves every batch (started only when a batch has cells)."""
-        pool: Any = None
+        workers: ExtractionWorkers | None = None
         try:
             for batch in batches:
                 if self.jobs <= 1 or len(batch) <= 1:
                     yield list(classify_refs(batch, policy))
                     continue
-                if pool is None:
-                    pool = _extraction_pool(self.jobs, policy)
-                prepared = _prepared_in_order(pool, batch, self.jobs)
+                if workers is None:
+                    workers = ExtractionWorkers(self.jobs, policy.compiled)
+                prepared = workers.in_order(batch)
                 yield list(policy.classifier.classify_prepared(prepared))
         finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
-
-
-def _extraction_pool(jobs: int, policy: Policy) -> Any:
-    """Worker processes that load, extract and prepare cells (the engine stays in the
-    parent)."""
-    ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with signals_deferred():
-        return ctx.Pool(jobs, _init_worker, (policy.compiled,))
-
-
-AHEAD_PER_WORKER = 4
-"""Cells a worker may have prepared before the parent takes them."""
-
-
-def _prepared_in_order(pool: Any, refs: Iterable[CellRef], jobs: int) -> Iterator[Prepared]:
-    """The pool's prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
-    ahead: a parent slower than its workers (waiting on the engine) then holds a bounded
-    number of cells, not the whole run (``imap`` queues every result)."""
-    window: deque[Any] = deque()
-    for ref in refs:
-        window.append(pool.apply_async(_prepare_ref, (ref,)))
-        if len(window) >= AHEAD_PER_WORKER * jobs:
-            yield window.popleft().get()
-    while window:
-        yield window.popleft().get()
+            if workers is not None:
+                workers.close()
 
 
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
                    progress: ProgressFn | None) -> Iterator[CellVerdict]:
     total = len(refs)
     if jobs <= 1 or total <= 1:
-        cells = (_extract_ref(r) for r in refs)  # pulled one at a time by the stream
+        cells = (extract_ref(r) for r in refs)  # pulled one at a time by the stream
         yield from _counted(policy.classifier.classify_stream(cells), total, progress)
         return
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
-    with _extraction_pool(jobs, policy) as pool:
-        prepared = _prepared_in_order(pool, refs, jobs)
+    with ExtractionWorkers(jobs, policy.compiled) as workers:
+        prepared = workers.in_order(refs)
         yield from _counted(policy.classifier.classify_prepared(prepared), total, progress)
 
 
@@ -300,7 +249,7 @@ def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdi
     """Verdicts of discovered cells in order, in this process (what an executor's worker
     runs on a batch)."""
     with _batch_gc():
-        cells = (_extract_ref(r) for r in refs)
+        cells = (extract_ref(r) for r in refs)
         yield from policy.classifier.classify_stream(cells)
 
 
@@ -308,7 +257,7 @@ def failed_verdict(ref: CellRef, policy: Policy, reason: str) -> CellVerdict:
     """The verdict of a cell whose evaluation was lost (a dead worker, a failed task): an
     ``engine_failure``, as for a crashed engine; a cell the engine would never see keeps
     its evidence errors."""
-    prepared = prepare(policy.compiled, _extract_ref(ref))
+    prepared = prepare(policy.compiled, extract_ref(ref))
     ev = Evaluation(failures=[reason]) if prepared.to_engine else Evaluation()
     return build_cell(policy.compiled, prepared.cell, ev, prepared.class_of, prepared.classes)
 

@@ -1,0 +1,138 @@
+"""``--jobs N``: worker processes that load, extract and prepare cells for the parent's engine.
+
+Every engine call stays on the parent's supervised engine worker, so the verdicts do not
+depend on N. A worker that dies (the OOM killer, ``kill -9``) breaks the process pool: the
+cells it had in flight are then prepared in the parent, exactly as ``--jobs 1`` prepares
+them, and a fresh pool takes the cells after them. After ``MAX_BREAKS`` broken pools the
+run goes on in the parent alone. Nothing waits for a result that will never come.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import deque
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Iterable, Iterator
+
+from kvrules.artifacts.discover import CellRef
+from kvrules.artifacts.load import load_cell
+from kvrules.backend.durable import child_signals, signals_deferred
+from kvrules.facts.extract import extract_cell
+from kvrules.facts.model import CellFacts
+from kvrules.pipeline import Prepared, prepare
+from kvrules.policy.compiled import CompiledPolicy
+
+AHEAD_PER_WORKER = 4
+"""Cells a worker may have prepared before the parent takes them."""
+
+MAX_BREAKS = 3
+"""Broken pools after which the parent prepares the remaining cells itself."""
+
+Job = tuple["Future[Prepared]", ProcessPoolExecutor]
+"""A cell being prepared, and the pool preparing it."""
+
+_WORKER_POLICY: list[CompiledPolicy] = []
+"""The compiled policy of this worker process (set when the pool starts it)."""
+
+
+def extract_ref(ref: CellRef) -> CellFacts:
+    """The facts of one discovered cell."""
+    return extract_cell(load_cell(ref))
+
+
+def _init_worker(cp: CompiledPolicy) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
+    child_signals(signal.SIGINT)  # stopping the pool must just stop us; the parent owns ^C
+    _WORKER_POLICY[:] = [cp]
+
+
+def _prepare_ref(ref: CellRef) -> Prepared:
+    """A worker's part of a cell: load, extract and group points into classes. What comes
+    back is small (the cell's facts, one fact per class, the report rows' columns)."""
+    return prepare(_WORKER_POLICY[0], extract_ref(ref))
+
+
+class ExtractionWorkers:
+    """A pool of ``jobs`` extraction processes, replaced when one of them dies."""
+
+    def __init__(self, jobs: int, policy: CompiledPolicy) -> None:
+        self.jobs = jobs
+        self.policy = policy
+        self.breaks = 0
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> "ExtractionWorkers":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, ref: CellRef) -> "Job | None":
+        """Start preparing ``ref`` in a worker; None when the parent must prepare it."""
+        while self.breaks < MAX_BREAKS:
+            try:
+                if self._pool is None:
+                    self._pool = self._start()
+                return self._pool.submit(_prepare_ref, ref), self._pool
+            except BrokenProcessPool:
+                self._broken()
+        return None
+
+    def result(self, ref: CellRef, job: "Job | None") -> Prepared:
+        """The prepared cell; prepared here when its worker died (or none was used)."""
+        if job is not None:
+            future, pool = job
+            try:
+                return future.result()
+            except (BrokenProcessPool, CancelledError):
+                if pool is self._pool:  # the first news of this pool's death
+                    self._broken()
+        return prepare(self.policy, extract_ref(ref))
+
+    def in_order(self, refs: Iterable[CellRef]) -> Iterator[Prepared]:
+        """The prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
+        ahead: a parent slower than its workers (waiting on the engine) holds a bounded
+        number of cells, not the whole run."""
+        window: deque[tuple[CellRef, Job | None]] = deque()
+        for ref in refs:
+            window.append((ref, self.submit(ref)))
+            if len(window) >= AHEAD_PER_WORKER * self.jobs:
+                yield self.result(*window.popleft())
+        while window:
+            yield self.result(*window.popleft())
+
+    def close(self) -> None:
+        """Stop the workers now (a cell they are preparing is not waited for)."""
+        if self._pool is not None:
+            _stop(self._pool)
+            self._pool = None
+
+    def _start(self) -> ProcessPoolExecutor:
+        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
+        pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(self.policy,))
+        try:
+            with signals_deferred():  # a fork start method forks on the first submit
+                pool.submit(int).result()
+        except BrokenProcessPool:
+            _stop(pool)
+            raise
+        return pool
+
+    def _broken(self) -> None:
+        self.breaks += 1
+        self.close()
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Shut ``pool`` down without waiting for the cells in flight (Python < 3.14 has no
+    public way to stop its processes, so they are terminated through the pool's table)."""
+    running = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in running:
+        if process.is_alive():
+            process.terminate()
+    for process in running:
+        process.join()

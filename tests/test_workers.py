@@ -1,0 +1,88 @@
+"""``--jobs N`` extraction workers: a worker that dies mid-run costs no cell and no hang.
+
+Each scenario runs in a fresh interpreter (bounded by a timeout: the old pool waited
+forever for the result of a killed worker) that makes the chosen cells kill the worker
+process preparing them (SIGKILL, as the OOM killer does); the parent is never killed.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import EXAMPLES
+
+CAMPAIGNS = sorted(str(p) for p in EXAMPLES.iterdir() if p.is_dir() and p.name != "__pycache__")
+
+SCENARIO = """
+import json, os, signal, sys
+from pathlib import Path
+from kvrules import api, workers
+from kvrules.cache.verdicts import VerdictCache
+from kvrules.verdicts.render import render_json
+
+victims, cache, campaigns = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3:]
+parent = os.getpid()
+load = workers.load_cell
+
+def deadly_load(ref):
+    if os.getpid() != parent and (victims == "all" or str(ref.cell_dir) in victims):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return load(ref)
+
+workers.load_cell = deadly_load
+breaks = []
+broken = workers.ExtractionWorkers._broken
+def counted(self):
+    breaks.append(1)
+    broken(self)
+workers.ExtractionWorkers._broken = counted
+policy = api.load_policy()
+serial = render_json(api.classify(campaigns, policy, jobs=1))
+store = VerdictCache(Path(cache)) if cache else None
+parallel = render_json(api.classify(campaigns, policy, jobs=2, cache=store))
+print(json.dumps({"same": serial == parallel, "breaks": len(breaks),
+                  "cells": len(json.loads(serial)["cells"])}))
+"""
+
+
+def run(victims: object, cache: str = "") -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", SCENARIO, json.dumps(victims), cache,
+                           *CAMPAIGNS], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, object] = json.loads(done.stdout)
+    return out
+
+
+def cell_dirs() -> list[str]:
+    return sorted(str(p.resolve()) for c in CAMPAIGNS for p in (Path(c) / "cells").iterdir())
+
+
+def test_a_worker_killed_on_one_cell_costs_nothing() -> None:
+    """The lost cells are prepared in the parent (as --jobs 1 does): the same bytes."""
+    got = run([cell_dirs()[3]])
+    assert got["same"] is True and got["breaks"] == 1 and got["cells"] == len(cell_dirs())
+
+
+def test_workers_that_always_die_leave_the_run_to_the_parent(tmp_path: Path) -> None:
+    """Every pool breaks: after MAX_BREAKS the parent prepares the rest; through the
+    verdict cache's batches as well."""
+    from kvrules.workers import MAX_BREAKS
+    for cache in ("", str(tmp_path / "v")):
+        got = run("all", cache)
+        assert got["same"] is True and 1 <= int(str(got["breaks"])) <= MAX_BREAKS
+
+
+def test_after_max_breaks_no_pool_is_started() -> None:
+    from kvrules import workers
+    done = workers.ExtractionWorkers(2, None)  # type: ignore[arg-type]
+    done.breaks = workers.MAX_BREAKS
+    assert done.submit(None) is None and done._pool is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("victims", [[], "none"])
+def test_no_death_no_break(victims: object) -> None:
+    got = run(victims)
+    assert got["same"] is True and got["breaks"] == 0
