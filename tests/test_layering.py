@@ -24,7 +24,7 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("backend",),
     ("verdicts",),
     ("pipeline",),
-    ("cache",),
+    ("cache", "workers"),
     ("api",),
     ("consumers", "authoring", "archive"),
     ("cli",),

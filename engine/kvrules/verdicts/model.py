@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, truth
 from typing import Any
 
 from kvrules.diagnostics import Diagnostic
@@ -108,7 +108,7 @@ class CellVerdict:
 
     @property
     def points_eligible(self) -> int:
-        return sum(map(_ELIGIBLE, self.points))
+        return sum(map(truth, map(_ELIGIBLE, self.points)))
 
     def to_dict(self, with_points: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
