@@ -246,3 +246,32 @@ def test_the_readme_duckdb_query_reads_the_parquet_dataset(tmp_path: Path) -> No
     assert (f"{EXAMPLES}/dense-legacy-stamp-format", "skip:dense_model_content_insensitive",
             2, 2) in rows
     assert sum(points for _, _, points, _ in rows) == 18
+
+
+WARM_DASK_LOCAL = """
+import sys
+from pathlib import Path
+from kvrules import api
+from kvrules.archive.executors import executor
+from kvrules.cache.verdicts import VerdictCache
+paths, folder = sys.argv[1:-1], sys.argv[-1]
+policy = api.load_policy()
+cache = VerdictCache(Path(folder))
+with executor("dask-local", jobs=1) as runner:
+    cells = list(api.iter_classify(paths, policy, cache=cache, executor=runner))
+print(len(cells), cache.hits, "distributed" in sys.modules)
+"""
+
+
+def test_a_warm_dask_local_run_does_not_import_dask(tmp_path: Path) -> None:
+    """Every cell from the cache: no cluster is started and dask.distributed is not even
+    imported (a quarter of a second of a warm run)."""
+    paths = [str(EXAMPLES / "dense-native-skip-format"), str(EXAMPLES / "dp2-peer-ineligible")]
+    run = [sys.executable, "-c", WARM_DASK_LOCAL, *paths, str(tmp_path / "v")]
+    cold = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert cold.returncode == 0, cold.stderr
+    n, hits, imported = cold.stdout.split()
+    assert hits == "0" and imported == "True"
+    warm = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert warm.returncode == 0, warm.stderr
+    assert warm.stdout.split() == [n, n, "False"]

@@ -306,3 +306,15 @@ def test_a_linked_cell_folder_is_never_cached(archive: list[str], tmp_path: Path
     policy = api.load_policy()
     assert report(archive[:1], policy, cache) == report(archive[:1], policy, None)
     assert verdicts.info(tmp_path / "v")[0] == 0 and cache.misses == 1
+
+
+def test_progress_shows_the_cells_that_came_from_the_cache(archive: list[str],
+                                                           tmp_path: Path) -> None:
+    """With --progress the stderr says how many cells were read back; the report does not."""
+    where = ["--cache", str(tmp_path / "v"), "--progress", "-f", "jsonl"]
+    cold = run(["classify", *archive, *where], {**os.environ})
+    warm = run(["classify", *archive, *where], {**os.environ})
+    assert cold.stdout == warm.stdout and cold.returncode == warm.returncode
+    assert f"0 of {len(archive)} cells from the verdict cache".encode() in cold.stderr
+    n = len(archive)
+    assert f"{n} of {n} cells from the verdict cache".encode() in warm.stderr

@@ -8,6 +8,7 @@ thread each, for one big machine. dask.distributed is an optional extra
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 from contextlib import ExitStack, contextmanager
 from itertools import chain
@@ -35,6 +36,17 @@ def _distributed(name: str) -> Any:
     return distributed
 
 
+def _require_distributed(name: str) -> None:
+    """A usage error now when dask.distributed is not installed, without importing it
+    (its import costs a quarter of a second a warm run does not need)."""
+    try:
+        found = importlib.util.find_spec("distributed") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise KvrulesUsageError(MISSING_DASK.format(name=name))
+
+
 @contextmanager
 def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator[Executor | None]:
     """The executor of one run (None: the plain local pipeline), closed afterwards.
@@ -52,14 +64,15 @@ def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator
                                 "(or use --executor dask-local)")
     if name not in EXECUTORS:
         raise KvrulesUsageError(f"--executor {name}: expected one of {', '.join(EXECUTORS)}")
-    distributed = _distributed(name)
+    _require_distributed(name)
     from kvrules.archive.cluster import DaskExecutor
     with ExitStack() as stack:
         if name == "dask":
-            yield DaskExecutor(stack.enter_context(_scheduler_client(distributed, scheduler)))
+            yield DaskExecutor(stack.enter_context(_scheduler_client(_distributed(name),
+                                                                     scheduler)))
         else:
             yield OnDemand(lambda: DaskExecutor(stack.enter_context(
-                _local_client(distributed, jobs))))
+                _local_client(_distributed(name), jobs))))
 
 
 class OnDemand:

@@ -32,6 +32,7 @@ import stat
 import time
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -242,13 +243,14 @@ class VerdictCache:
         write_entry(self._path(key), _pickle((key, verdict)))
 
 
-_POINT_FIELDS = tuple(f.name for f in fields(PointVerdict))
+_POINT_FIELDS = attrgetter(*(f.name for f in fields(PointVerdict)))
+"""Every field of a point, in constructor order, read in one C call."""
 
 
 def _point_by_constructor(point: PointVerdict) -> tuple[type[PointVerdict], tuple[Any, ...]]:
     """A point as its constructor call: unpickles 2.4x faster than the default slot state
     (a verdict holds one point per benchmark id) and is a third smaller."""
-    return PointVerdict, tuple(getattr(point, name) for name in _POINT_FIELDS)
+    return PointVerdict, _POINT_FIELDS(point)
 
 
 def _pickle(entry: tuple[str, CellVerdict]) -> bytes:

@@ -146,10 +146,10 @@ def _check_destination(fmt: Format, output: Path | None) -> None:
         raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
 
 
-def _cache_summary(cache: "VerdictCache | None") -> None:
-    """How many cells came from the cache, on a terminal's stderr only: the report, logs
-    and pipes keep the same bytes whether cells were cached or not."""
-    if cache is not None and sys.stderr.isatty():
+def _cache_summary(cache: "VerdictCache | None", asked: bool = False) -> None:
+    """How many cells came from the cache, on a terminal's stderr (or with ``--progress``)
+    only: the report, logs and pipes keep the same bytes whether cells were cached or not."""
+    if cache is not None and (asked or sys.stderr.isatty()):
         total = cache.hits + cache.misses
         sys.stderr.write(f"kvrules: {cache.hits} of {total} cells from the verdict cache "
                          f"({cache.root})\n")
@@ -175,7 +175,7 @@ def _classify(paths: list[str], rules: Path | None, plan: Path | None, fmt: Form
                 write_dataset(cells, output)  # type: ignore[arg-type]
             else:
                 write_lines(_lines(fmt, policy, cells, output), output)
-        _cache_summary(cache)
+        _cache_summary(cache, show_progress)
     raise typer.Exit(cells.exit_code)
 
 
