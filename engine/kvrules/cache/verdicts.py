@@ -61,9 +61,12 @@ RACY_NS = 2_000_000_000
 change in the same timestamp tick would leave its status unchanged (git's "racy" case;
 2 s also covers coarse file system clocks)."""
 
-_Listing = list[tuple[bytes, "os.stat_result | None"]]
-"""What a cell reads: a label per folder and file, with the file's status (None: absent;
-folders carry no status, their names are the listing)."""
+_Listing = list[tuple[bytes, "str | None", "os.stat_result | None"]]
+"""What a cell reads: a label per folder and file, with the file's path and status (None:
+absent); folders have neither, their names are the listing."""
+
+_MEMO_SCHEME = b"kvrules-files-1\0"
+"""Starts every status digest: a memo written under another digest scheme never matches."""
 
 
 def _list_file(out: _Listing, path: Path | str) -> None:
@@ -71,13 +74,13 @@ def _list_file(out: _Listing, path: Path | str) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        out.append((label, None))
+        out.append((label, str(path), None))
         return
     except (OSError, ValueError) as exc:
         raise _Uncacheable() from exc
     if not stat.S_ISREG(st.st_mode):
         raise _Uncacheable()
-    out.append((label, st))
+    out.append((label, str(path), st))
 
 
 def _list_tree(out: _Listing, raw: Path) -> None:
@@ -91,7 +94,8 @@ def _list_tree(out: _Listing, raw: Path) -> None:
         for name in dirnames:
             if os.path.islink(os.path.join(dirpath, name)):
                 raise _Uncacheable()
-            out.append((f"\0dir\0{dirpath}/{name}\0".encode("utf-8", "surrogateescape"), None))
+            label = f"\0dir\0{dirpath}/{name}\0".encode("utf-8", "surrogateescape")
+            out.append((label, None, None))
         for name in sorted(filenames):
             _list_file(out, os.path.join(dirpath, name))
 
@@ -119,8 +123,8 @@ def _status(st: os.stat_result) -> bytes:
 
 def _status_digest(listing: _Listing) -> str:
     """Names and file status: equal means unchanged files."""
-    h = hashlib.sha256()
-    for label, st in listing:
+    h = hashlib.sha256(_MEMO_SCHEME)
+    for label, _, st in listing:
         h.update(label)
         if st is not None:
             h.update(_status(st))
@@ -135,14 +139,13 @@ def _content_digest(listing: _Listing) -> tuple[bytes, bool]:
     h = hashlib.sha256()
     settled = time.time_ns() - RACY_NS
     steady = True
-    for label, st in listing:
+    for label, path, st in listing:
         h.update(label)
-        if label.startswith(b"\0dir\0"):
+        if path is None:  # a folder
             continue
         if st is None:
             h.update(b"absent")
             continue
-        path = label[6:-1].decode("utf-8", "surrogateescape")
         with open(path, "rb") as fh:
             h.update(hashlib.sha256(fh.read()).digest())
         if _status(os.lstat(path)) != _status(st):
