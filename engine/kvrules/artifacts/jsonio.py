@@ -97,8 +97,9 @@ def _fast_decode(raw: bytes) -> Any:
     not refuse are checked here. Duplicate keys (orjson keeps the last): every colon of
     ``raw`` outside a string separates one object member, so re-encoding the result gives
     as many colons exactly when no member was dropped (an escaped colon would break the
-    count, so such a file falls back). Integers beyond 64 bits (orjson makes them floats):
-    any such digit run falls back.
+    count, so such a file falls back). Integers beyond 64 bits (orjson makes them floats of
+    at least 9.2e18, which it re-encodes with an ``e+`` exponent): when the re-encoding has
+    an ``e+`` anywhere, any digit run of such an integer falls back.
     """
     try:
         import orjson
@@ -111,11 +112,13 @@ def _fast_decode(raw: bytes) -> Any:
     if b"\\" in raw and any(escape in raw for escape in _ESCAPED_COLONS):  # one memchr
         return _DISAGREES
     try:
-        members = orjson.dumps(data).count(b":")
+        encoded = orjson.dumps(data)
     except (orjson.JSONEncodeError, TypeError):  # nested deeper than orjson encodes
         return _DISAGREES
-    if members != raw.count(b":"):
+    if encoded.count(b":") != raw.count(b":"):
         return _DISAGREES
+    if b"e+" not in encoded:  # orjson writes every float of 1e16 or more as "...e+NN"
+        return data
     if _NINETEEN in raw.translate(DIGITS_AS_ZERO):  # a digit run as long as 2**63: look closer
         for run in _LONG_INTEGER.finditer(raw):  # (a regex scan is ~50x slower than this)
             if not -(1 << 63) <= int(run.group()) < (1 << 64):
