@@ -13,6 +13,8 @@ import re
 import threading
 from typing import Any, Callable
 
+import orjson
+
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
 
@@ -31,13 +33,45 @@ def _maybe_exponent(text: str) -> bool:
     return False
 
 
+class Batch(list[dict[str, Any]]):
+    """Facts for one ``assert_facts`` call, with their JSON already written (by
+    :func:`dumps`): a session's facts are asserted once per stratum, and writing them again
+    each time was the engine worker's largest cost."""
+
+    def __init__(self, facts: list[dict[str, Any]], text: str) -> None:
+        super().__init__(facts)
+        self.text = text
+
+
+def dumps(obj: Any) -> str:
+    """The JSON durable-rules is given for ``obj`` (as the engine writes it itself)."""
+    return _JsonShim.dumps(obj, ensure_ascii=False)
+
+
+_LONG_NUMBER = re.compile(r"\d{19}")
+
+
+def _loads(text: str) -> Any:
+    """json.loads, through orjson when that reads the same values: not for an integer of 19
+    digits or more (orjson reads one beyond 64 bits as a float), nor for what it refuses
+    (a lone surrogate)."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text)
+
+
 class _JsonShim:
     """json.dumps that writes ``1e-05`` as ``1.0e-05`` (the engine rejects the former)."""
 
-    loads = staticmethod(json.loads)
+    loads = staticmethod(_loads)
 
     @staticmethod
     def dumps(obj: Any, **kwargs: Any) -> str:
+        if type(obj) is Batch:
+            return obj.text
         text = json.dumps(obj, **kwargs)
         if not _maybe_exponent(text):  # the common case: nothing to rewrite
             return text

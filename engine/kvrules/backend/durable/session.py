@@ -44,6 +44,7 @@ class _Context:
         self.types: dict[str, str] = {}
         self.fields: dict[str, dict[str, Any]] = {}
         self.encoded: list[dict[str, Any]] = []
+        self.texts: list[str | None] = []
         self.result = Evaluation()
         self.stratum = 0
         self.probes: dict[str, set[tuple[str, ...]]] = {}
@@ -243,10 +244,22 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
     return ctx.result
 
 
+def _batch(ctx: _Context, sid: str) -> hostmod.Batch:
+    """Every fact known so far, in session ``sid``: what ``json.dumps`` of
+    ``[dict(f, sid=sid) ...]`` writes, from each fact's JSON written once per evaluation."""
+    for fact in ctx.encoded[len(ctx.texts):]:
+        ctx.texts.append(hostmod.dumps(fact)[:-1] if fact and "sid" not in fact else None)
+    facts = [dict(f, sid=sid) for f in ctx.encoded]
+    tail = f', "sid": "{sid}"}}'  # sid is a decimal number: nothing to escape
+    parts = [hostmod.dumps(f) if text is None else text + tail
+             for f, text in zip(facts, ctx.texts)]
+    return hostmod.Batch(facts, "[" + ", ".join(parts) + "]")
+
+
 def _run_session(engine: Any, name: str, ctx: _Context) -> None:
     global _TAINTED
     sid = str(next(_SIDS))
-    batch = [dict(f, sid=sid) for f in ctx.encoded]
+    batch = _batch(ctx, sid)
     try:
         engine.assert_facts(name, batch)
     except Exception as exc:  # the session may be half-made: never touch it again
