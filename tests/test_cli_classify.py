@@ -24,6 +24,7 @@ from kvrules.cli.app import app
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.verdicts.model import CellVerdict, PolicyIdentity, Report
 from kvrules.verdicts.render import iter_jsonl, render_json, render_table
+from kvrules.workers import default_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -104,7 +105,8 @@ def test_json_is_the_rendered_report_and_exit_is_the_report_code(
     result = runner.invoke(app, ["classify", "a", "b", "--format", "json"])
     assert (result.exit_code, result.stdout, result.stderr) == (
         1, render_json(fake.report), "")
-    assert fake.calls == [("load_policy", (None, None)), ("iter_classify", (["a", "b"], None, 1))]
+    assert fake.calls == [("load_policy", (None, None)), ("iter_classify", (["a", "b"], None,
+                                                                         default_jobs()))]
 
 
 def test_a_fully_classified_report_exits_0(runner: CliRunner, fake: FakeLibrary) -> None:
@@ -125,7 +127,7 @@ def test_jsonl_streams_from_iter_classify(runner: CliRunner, fake: FakeLibrary) 
     result = runner.invoke(app, ["classify", "a", "--format", "jsonl"])
     assert result.exit_code == 1
     assert result.stdout == "".join(iter_jsonl(POLICY, fake.report.cells))
-    assert fake.calls[1] == ("iter_classify", (["a"], None, 1))
+    assert fake.calls[1] == ("iter_classify", (["a"], None, default_jobs()))
 
 
 def test_jsonl_exit_0_without_error_cells(runner: CliRunner, fake: FakeLibrary) -> None:
@@ -325,3 +327,11 @@ def test_installed_console_script_writes_a_schema_valid_report(tmp_path: Path) -
     assert list(report_validator().iter_errors(doc)) == []
     assert [p["kv_seed_regime"] for c in doc["cells"] for p in c["points"]] == [DENSE] * 4
     assert isinstance(Report.from_dict(doc).policy, PolicyIdentity)
+
+
+def test_without_jobs_a_run_uses_the_cores_it_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvrules import workers
+    for cores, jobs in ((range(1), 1), (range(2), 2), (range(64), workers.MAX_DEFAULT_JOBS)):
+        monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid, c=cores: set(c),
+                            raising=False)
+        assert default_jobs() == jobs

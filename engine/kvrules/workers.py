@@ -30,6 +30,25 @@ AHEAD_PER_WORKER = 4
 MAX_BREAKS = 3
 """Broken pools after which the parent prepares the remaining cells itself."""
 
+WORKER_NICENESS = 5
+"""Workers yield the CPU to the parent and its engine, the run's one sequential path: on
+a machine with no spare core, workers that ran as often would slow that path down and
+finish their own part early only to wait."""
+
+MAX_DEFAULT_JOBS = 8
+"""The most workers a run starts unasked: past a few, the one engine is the longest path
+and each more worker only adds its memory."""
+
+
+def default_jobs() -> int:
+    """Workers of a run that does not say (``--jobs`` omitted): one per core this process
+    may run on, at most :data:`MAX_DEFAULT_JOBS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_JOBS))
+
 Job = tuple["Future[Prepared]", ProcessPoolExecutor]
 """A cell being prepared, and the pool preparing it."""
 
@@ -45,6 +64,7 @@ def extract_ref(ref: CellRef) -> CellFacts:
 def _init_worker(cp: CompiledPolicy) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
     child_signals(signal.SIGINT)  # stopping the pool must just stop us; the parent owns ^C
+    os.nice(WORKER_NICENESS)
     _WORKER_POLICY[:] = [cp]
 
 

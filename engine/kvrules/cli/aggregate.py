@@ -24,7 +24,7 @@ def aggregate(campaigns: opt.Campaigns,
                   "--output", "-o", metavar="FILE", help="The rows file: .parquet or .csv.",
                   show_default=False)],
               rules: opt.Rules = None, plan: opt.Plan = None,
-              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
+              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None,
               fmt: opt.FormatOption = opt.Format.text,
               executor: opt.Executor = opt.ExecutorName.local,
               scheduler: opt.Scheduler = None, cache: opt.CacheDir = None,
@@ -32,6 +32,7 @@ def aggregate(campaigns: opt.Campaigns,
     from kvrules.consumers.aggregate import aggregate_paths
     from kvrules.consumers.render import render_aggregation, render_json
     from kvrules.consumers.rows import write_rows
+    jobs = opt.jobs(jobs)
     with usage_errors():
         check_output(output)
         with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):

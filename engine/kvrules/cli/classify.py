@@ -117,8 +117,7 @@ def classify(
     no_dense_synthetic_kv: Annotated[bool, typer.Option(
         "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
         "the legacy classification, exactly.")] = False,
-    jobs: Annotated[int, typer.Option(
-        "--jobs", "-j", min=1, metavar="N", help="Cells classified in parallel.")] = 1,
+    jobs: opt.Jobs = None,
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
         "error (0: all). The report itself is never truncated.")] = 20,
@@ -130,8 +129,8 @@ def classify(
         "--progress", help="Report cells, cells/s and an ETA on stderr even when it is "
         "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
-    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-              opt.verdict_cache(cache, no_cache), executor, scheduler, progress)
+    _classify(paths, rules, plan, fmt, output, no_dense_synthetic_kv, opt.jobs(jobs),
+              max_errors, opt.verdict_cache(cache, no_cache), executor, scheduler, progress)
 
 
 def _check_destination(fmt: Format, output: Path | None) -> None:

@@ -39,8 +39,15 @@ Plan = Annotated[Path | None, typer.Option(
 NoDense = Annotated[bool, typer.Option(
     "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
     "the legacy classification, exactly.")]
-Jobs = Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
-                                   help="Cells classified in parallel.")]
+JOBS_HELP = "Cells classified in parallel (default: one per CPU core, at most 8)."
+Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, metavar="N", help=JOBS_HELP,
+                                          show_default=False)]
+
+
+def jobs(given: int | None) -> int:
+    """``--jobs``, or as many workers as the machine has cores for when it is omitted."""
+    from kvrules.workers import default_jobs
+    return default_jobs() if given is None else given
 
 
 class ExecutorName(str, Enum):

@@ -56,8 +56,7 @@ def diff(
     output: Annotated[Optional[Path], typer.Option(
         "--output", "-o", metavar="FILE", help="Write to FILE (atomically) instead of stdout.",
         show_default=False)] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, metavar="N",
-                                      help="Cells classified in parallel.")] = 1,
+    jobs: opt.Jobs = None,
     executor: opt.Executor = opt.ExecutorName.local,
     scheduler: opt.Scheduler = None,
     cache: opt.CacheDir = None,
@@ -66,6 +65,7 @@ def diff(
     from kvrules import api
     from kvrules.authoring.diff import (diff_corpus, parse_params, render_diff_html,
                                         render_diff_json, render_diff_text)
+    jobs = opt.jobs(jobs)
     with usage_errors():
         old = api.load_policy(base, parse_params(base_param) or None)
         new = api.load_policy(head, parse_params(head_param) or None)

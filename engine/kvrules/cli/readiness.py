@@ -25,12 +25,13 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
               output: Annotated[Path | None, typer.Option(
                   "--output", "-o", metavar="FILE", help="Write the report to FILE "
                   "(atomically; not inside a campaign).", show_default=False)] = None,
-              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1,
+              no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None,
               executor: opt.Executor = opt.ExecutorName.local,
               scheduler: opt.Scheduler = None, cache: opt.CacheDir = None,
               no_cache: opt.NoCache = False) -> None:
     from kvrules.consumers.readiness import readiness as assess
     from kvrules.consumers.render import render_json, render_readiness
+    jobs = opt.jobs(jobs)
     with usage_errors():
         check_output(output)
         opt.check_outside(campaigns, output)

@@ -29,8 +29,9 @@ def report(campaigns: opt.Campaigns,
                "--output", "-o", metavar="FILE", help="The HTML file to write (atomically; "
                "not inside a campaign).", show_default=False)],
            rules: opt.Rules = None, plan: opt.Plan = None,
-           no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = 1) -> None:
+           no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None) -> None:
     from kvrules.consumers.report import plotly_js, render_page, report_document
+    jobs = opt.jobs(jobs)
     with usage_errors():
         check_output(output)
         if output.suffix.lower() not in (".html", ".htm"):

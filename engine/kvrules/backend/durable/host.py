@@ -48,14 +48,16 @@ def dumps(obj: Any) -> str:
     return _JsonShim.dumps(obj, ensure_ascii=False)
 
 
-_LONG_NUMBER = re.compile(r"\d{19}")
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN = b"0" * 19
 
 
 def _loads(text: str) -> Any:
-    """json.loads, through orjson when that reads the same values: not for an integer of 19
-    digits or more (orjson reads one beyond 64 bits as a float), nor for what it refuses
-    (a lone surrogate)."""
-    if _LONG_NUMBER.search(text) is None:
+    """json.loads, through orjson when that reads the same values: not for a text with a
+    run of 19 digits or more (orjson reads an integer beyond 64 bits as a float), nor for
+    what it refuses (a lone surrogate). (bytes.translate and a substring search: a regex
+    for the digit run costs 20x more than the decoding.)"""
+    if _NINETEEN not in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
