@@ -11,8 +11,10 @@ file of the corpus with the standard ``json`` module, and with the fastest decod
 (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
 baseline, CPU seconds (the process and the children it waited for: kvrules' engine worker
 runs beside it, on another core when there is one) and the peak RSS of each process
-(``wait4``), then the issue-9 targets as PASS/FAIL lines. ``jsonl -j2`` is the jsonl run with
-two extraction workers, shown for comparison: the targets are for the default command.
+(``wait4``), then the issue-9 targets as PASS/FAIL lines. The default command runs one
+extraction worker per core; ``jsonl -j1`` is the jsonl run without workers (the whole
+pipeline in one process beside the engine), shown for comparison: the targets are for the
+default command.
 Nothing here is a unit test: timings depend on the machine.
 """
 from __future__ import annotations
@@ -116,7 +118,7 @@ def measure(corpus: Path, out_dir: Path, repeat: int) -> dict[str, Run]:
         commands[fmt] = kvrules_command() + ["classify", str(corpus), "--format", fmt,
                                              "--output", str(out_dir / f"report.{fmt}"),
                                              "--no-cache"]  # evaluation, not cache reads
-    commands["jsonl -j2"] = commands["jsonl"] + ["--jobs", "2"]  # shown, not a target
+    commands["jsonl -j1"] = commands["jsonl"] + ["--jobs", "1"]  # shown, not a target
     runs: dict[str, list[Run]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, cmd in commands.items():

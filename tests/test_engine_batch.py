@@ -1,12 +1,14 @@
 """The engine is given each stratum's facts as JSON written once per evaluation.
 
 ``session._batch`` composes a stratum's ``assert_facts`` text from each fact's JSON written
-once; the engine must read exactly what ``json.dumps`` of the facts with their session id
-would have given it (the text durable-rules writes itself), whatever the facts hold.
+once, and the JSON shim writes compact text through orjson where it can: the engine must
+read exactly the values ``json.dumps`` of the facts with their session id gives (what
+durable-rules wrote itself), in the same order, with no number in a notation it refuses.
 """
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,18 +32,41 @@ def _context(encoded: list[dict[str, object]]) -> session._Context:
     return ctx
 
 
+def _pairs(text: str) -> object:
+    """The document with every object as its list of pairs (order and repeats kept)."""
+    return json.loads(text, object_pairs_hook=list)
+
+
+BARE_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)[eE]')
+
+
+def _bare_exponents(text: str) -> list[str]:
+    """Numbers written ``1e-05`` (no fraction): the engine refuses them."""
+    return [m.group(1) for m in BARE_EXPONENT.finditer(text) if m.group(1) is not None]
+
+
 @settings(max_examples=300, deadline=None)
 @given(facts, facts)
-def test_batch_text_is_what_the_engine_would_have_written(first: list[dict[str, object]],
-                                                          later: list[dict[str, object]]) -> None:
+def test_batch_text_is_what_the_engine_would_have_read(first: list[dict[str, object]],
+                                                       later: list[dict[str, object]]) -> None:
     ctx = _context(list(first))
     for sid, added in (("7", []), ("12", later)):  # a later stratum sees derived facts too
         ctx.encoded.extend(added)
         batch = session._batch(ctx, sid)
         expected = [dict(f, sid=sid) for f in ctx.encoded]
         assert list(batch) == expected
-        assert host._JsonShim.dumps(batch, ensure_ascii=False) == \
-            host._JsonShim.dumps(expected, ensure_ascii=False)
+        text = host._JsonShim.dumps(batch, ensure_ascii=False)
+        assert _pairs(text) == _pairs(json.dumps(expected, ensure_ascii=False))
+        assert _bare_exponents(text) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(values)
+def test_every_text_given_to_the_engine_reads_as_the_standard_module_writes_it(
+        value: object) -> None:
+    text = host._JsonShim.dumps(value, ensure_ascii=False)
+    assert _pairs(text) == _pairs(json.dumps(value, ensure_ascii=False))
+    assert _bare_exponents(text) == []
 
 
 def test_exponent_floats_are_rewritten_in_a_batch_as_in_one_document() -> None:

@@ -65,8 +65,23 @@ def _loads(text: str) -> Any:
     return json.loads(text)
 
 
+def _compact(obj: Any) -> str | None:
+    """``obj`` as compact JSON from orjson when it holds no float (orjson writes floats in
+    other notations than ``repr``; the digit mask shows one as ``0.`` or ``0e``, a string
+    holding either only costs the standard encoder), else None."""
+    try:
+        out = orjson.dumps(obj)
+    except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an int beyond 64 bits
+        return None
+    masked = out.translate(_DIGITS_AS_ZERO)
+    if b"0." in masked or b"0e" in masked:
+        return None
+    return out.decode()
+
+
 class _JsonShim:
-    """json.dumps that writes ``1e-05`` as ``1.0e-05`` (the engine rejects the former)."""
+    """json.dumps for durable-rules: compact through orjson when no float is written, and
+    ``1e-05`` as ``1.0e-05`` (the engine rejects the former)."""
 
     loads = staticmethod(_loads)
 
@@ -74,6 +89,9 @@ class _JsonShim:
     def dumps(obj: Any, **kwargs: Any) -> str:
         if type(obj) is Batch:
             return obj.text
+        fast = _compact(obj)
+        if fast is not None:
+            return fast
         text = json.dumps(obj, **kwargs)
         if not _maybe_exponent(text):  # the common case: nothing to rewrite
             return text

@@ -245,15 +245,15 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
 
 
 def _batch(ctx: _Context, sid: str) -> hostmod.Batch:
-    """Every fact known so far, in session ``sid``: what ``json.dumps`` of
-    ``[dict(f, sid=sid) ...]`` writes, from each fact's JSON written once per evaluation."""
+    """Every fact known so far, in session ``sid``: the JSON of ``[dict(f, sid=sid) ...]``
+    from each fact's JSON written once per evaluation."""
     for fact in ctx.encoded[len(ctx.texts):]:
         ctx.texts.append(hostmod.dumps(fact)[:-1] if fact and "sid" not in fact else None)
     facts = [dict(f, sid=sid) for f in ctx.encoded]
-    tail = f', "sid": "{sid}"}}'  # sid is a decimal number: nothing to escape
+    tail = f',"sid":"{sid}"}}'  # sid is a decimal number: nothing to escape
     parts = [hostmod.dumps(f) if text is None else text + tail
              for f, text in zip(facts, ctx.texts)]
-    return hostmod.Batch(facts, "[" + ", ".join(parts) + "]")
+    return hostmod.Batch(facts, "[" + ",".join(parts) + "]")
 
 
 def _run_session(engine: Any, name: str, ctx: _Context) -> None:
