@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,19 +85,48 @@ def test_engine_output_is_read_as_the_standard_module_reads_it() -> None:
         assert host._JsonShim.loads(text) == json.loads(text)
 
 
-def test_a_real_policy_evaluates_the_same_with_batches_written_once(monkeypatch) -> None:
+POLICY_FILES = Path(__file__).parent / "files"
+
+
+OTHER_POLICIES = ("policies/clean", "policies/rule_ambiguous_regime",
+                  "policies/rule_unreachable_step", "extends/strict-dense")
+"""Policies that compile, with other rules and strata than the shipped one."""
+
+
+@pytest.mark.parametrize("rules", [None, "others"])
+def test_sessions_of_matched_facts_written_once_evaluate_as_every_fact_did(
+        monkeypatch: pytest.MonkeyPatch, rules: str | None) -> None:
+    """Each stratum's session gets only the fact types its rules match, as JSON written once;
+    the engine derives exactly what it derived from every fact, written by durable-rules."""
     from kvrules import api
     from kvrules.artifacts.discover import discover
     from kvrules.pipeline import prepare
     from kvrules.workers import extract_ref
     from tests.helpers import EXAMPLES
 
-    cp: CompiledPolicy = api.load_policy().compiled
-    cells = [prepare(cp, extract_ref(ref)) for ref in discover([EXAMPLES])]
-    batched = [session.evaluate(cp, cell.facts) for cell in cells]
-    monkeypatch.setattr(session, "_batch",
-                        lambda ctx, sid: [dict(f, sid=sid) for f in ctx.encoded])
-    plain = [session.evaluate(cp, cell.facts) for cell in cells]
-    assert len(cells) >= 8 and all(ev.events for ev in plain)
-    assert [(e.derived, e.events, e.failures) for e in batched] == \
-        [(e.derived, e.events, e.failures) for e in plain]
+    folders = [EXAMPLES, POLICY_FILES / "determinism"]
+    policies = ([api.load_policy().compiled] if rules is None else
+                [api.load_policy(POLICY_FILES / p).compiled for p in OTHER_POLICIES])
+    for cp in policies:
+        cells = [prepare(cp, extract_ref(ref)) for ref in discover(folders)]
+        cells = [c for c in cells if c.to_engine]
+        filtered = [session.evaluate(cp, cell.facts) for cell in cells]
+        assert any(m is not None for m in session._types_matched(cp))
+        with monkeypatch.context() as m:
+            m.setattr(session, "_batch",
+                      lambda ctx, sid, matched: [dict(f, sid=sid) for f in ctx.encoded])
+            every = [session.evaluate(cp, cell.facts) for cell in cells]
+        assert len(cells) >= 8 and all(ev.events for ev in every)
+        assert [(e.derived, e.events, e.failures) for e in filtered] == \
+            [(e.derived, e.events, e.failures) for e in every]
+
+
+def test_a_pattern_without_a_fact_type_gives_a_session_every_fact() -> None:
+    from kvrules.backend.durable.lower import types_matched
+    typed = {"r": {"all": [{"a": {"fact_": "cell"}},
+                           {"b": {"$and": [{"fact_": "point"}, {"x": 1}]}}], "run": "r"},
+             "sink#rank": {"all": [{"x": {"fact_": "rank"}}], "run": "sink#"}}
+    assert types_matched(typed) == {"cell", "point"}
+    untyped = dict(typed, q={"all": [{"c": {"$or": [{"fact_": "a"}, {"fact_": "b"}]}}],
+                             "run": "q"})
+    assert types_matched(untyped) is None

@@ -345,6 +345,34 @@ def lower_to_durable(state: CompileState) -> None:
     state.lowered = rulesets
 
 
+def _pattern_type(condition: dict[str, Any]) -> str | None:
+    """The fact type a lowered pattern's condition requires (see :func:`lower_pattern`)."""
+    parts = condition.get("$and", [condition])
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and isinstance(part.get(DISCRIMINATOR), str):
+            return str(part[DISCRIMINATOR])
+    return None
+
+
+def types_matched(ruleset: dict[str, Any]) -> frozenset[str] | None:
+    """The fact types some rule of a lowered ruleset can match (sinks aside), or None when a
+    pattern does not name its type. A session needs no other fact: one no rule matches
+    changes nothing but costs the engine its parsing and storage."""
+    types: set[str] = set()
+    for name, rule in ruleset.items():
+        if name.startswith("sink#"):
+            continue
+        patterns = rule.get("all", rule.get("any"))
+        if not isinstance(patterns, list):
+            return None
+        for pattern in patterns:
+            found = [_pattern_type(c) for c in pattern.values() if isinstance(c, dict)]
+            if len(found) != 1 or found[0] is None:
+                return None
+            types.add(found[0])
+    return frozenset(types)
+
+
 MAX_ENGINE_RULES = 4000
 """durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
 MAX_CONSTANTS_PER_FIELD = 500

@@ -1,7 +1,8 @@
 """Evaluate one cell's facts with a compiled policy on durable-rules, stratum by stratum.
 
-Per stratum: a fresh session gets every fact known so far in ONE batch (so no rule sees a
-partial input), runs to quiescence, and is deleted (never more than one live session).
+Per stratum: a fresh session gets every fact known so far of the types its rules match in
+ONE batch (so no rule sees a partial input), runs to quiescence, and is deleted (never more
+than one live session).
 Negation is stratified: probes of the previous stratum record candidate bindings and
 witnesses; the runtime asserts ``neg_ok`` for candidates without a witness. Every action
 is wrapped: exceptions are recorded, never swallowed; an engine failure fails the cell
@@ -15,10 +16,10 @@ from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.backend.durable.lower import NEG_OK
+from kvrules.backend.durable.lower import NEG_OK, types_matched
 from kvrules.policy.model import Action, Ref, Rule
 from kvrules.backend.durable import host as hostmod
-from kvrules.backend.durable.encode import absent_marker, encode_fact
+from kvrules.backend.durable.encode import DISCRIMINATOR, absent_marker, encode_fact
 from kvrules.backend.events import DerivedFact, Evaluation, RuleFired, short
 
 _SIDS = itertools.count(1)
@@ -186,6 +187,19 @@ def ruleset_names(cp: CompiledPolicy) -> list[str]:
     return names
 
 
+_MATCHED: dict[int, tuple[CompiledPolicy, list[frozenset[str] | None]]] = {}
+
+
+def _types_matched(cp: CompiledPolicy) -> list[frozenset[str] | None]:
+    """Per stratum, the fact types its rules match (None: every type)."""
+    known = _MATCHED.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
+    matched = [types_matched(definition) for definition in cp.lowered]
+    _MATCHED[id(cp)] = (cp, matched)
+    return matched
+
+
 _NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
 
 
@@ -230,36 +244,41 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
     with hostmod.LOCK:
         _CURRENT.append(ctx)
         try:
-            for k, (name, definition) in enumerate(zip(names, cp.lowered), start=1):
+            strata = zip(names, cp.lowered, _types_matched(cp))
+            for k, (name, definition, matched) in enumerate(strata, start=1):
                 if _TAINTED:
                     ctx.result.failures.append("engine: not run (an earlier engine call failed)")
                     break
                 ctx.stratum = k
                 _neg_ok_facts(ctx, k)
                 if _has_rules(definition):
-                    _run_session(engine, name, ctx)
+                    _run_session(engine, name, ctx, matched)
         finally:
             _CURRENT.pop()
     ctx.result.failures = [short(f) for f in ctx.result.failures]
     return ctx.result
 
 
-def _batch(ctx: _Context, sid: str) -> hostmod.Batch:
-    """Every fact known so far, in session ``sid``: the JSON of ``[dict(f, sid=sid) ...]``
-    from each fact's JSON written once per evaluation."""
+def _batch(ctx: _Context, sid: str, matched: frozenset[str] | None = None) -> hostmod.Batch:
+    """The facts known so far of the types ``matched`` (None: all), in session ``sid``: the
+    JSON of ``[dict(f, sid=sid) ...]`` from each fact's JSON written once per evaluation."""
     for fact in ctx.encoded[len(ctx.texts):]:
         ctx.texts.append(hostmod.dumps(fact)[:-1] if fact and "sid" not in fact else None)
-    facts = [dict(f, sid=sid) for f in ctx.encoded]
+    chosen = [(f, text) for f, text in zip(ctx.encoded, ctx.texts)
+              if matched is None or f.get(DISCRIMINATOR) in matched]
+    facts = [dict(f, sid=sid) for f, _ in chosen]
     tail = f',"sid":"{sid}"}}'  # sid is a decimal number: nothing to escape
     parts = [hostmod.dumps(f) if text is None else text + tail
-             for f, text in zip(facts, ctx.texts)]
+             for f, (_, text) in zip(facts, chosen)]
     return hostmod.Batch(facts, "[" + ",".join(parts) + "]")
 
 
-def _run_session(engine: Any, name: str, ctx: _Context) -> None:
+def _run_session(engine: Any, name: str, ctx: _Context,
+                 matched: frozenset[str] | None) -> None:
+    """One stratum's session over the facts its rules can match."""
     global _TAINTED
     sid = str(next(_SIDS))
-    batch = _batch(ctx, sid)
+    batch = _batch(ctx, sid, matched)
     try:
         engine.assert_facts(name, batch)
     except Exception as exc:  # the session may be half-made: never touch it again
