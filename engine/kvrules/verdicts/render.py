@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from itertools import chain
 from operator import attrgetter
 from typing import Any, Iterable, Iterator, Literal, Sequence
 
@@ -115,40 +114,47 @@ class PointRecords:
         self._strings: dict[str, str] = {}
 
     def records(self, points: Sequence[PointVerdict]) -> list[str]:
-        """The records of a cell's points, their field types checked over all at once."""
-        if _plain_points(points):
-            return list(map(self._formatted, points))
-        return list(map(self.record, points))
+        """The records of a cell's points, field by field: each field's values are gathered
+        and their types checked once for all points."""
+        columns = _plain_columns(points)
+        if columns is None:
+            return list(map(self.record, points))
+        return self._formatted(columns, points)
 
     def record(self, point: PointVerdict) -> str:
         """One point's record."""
-        if not _plain_points((point,)):
+        columns = _plain_columns((point,))
+        if columns is None:
             return self._general(point)
-        return self._formatted(point)
+        return self._formatted(columns, (point,))[0]
 
-    def _formatted(self, point: PointVerdict) -> str:
-        key = (point.native_regime, point.kv_seed_regime, point.eligible, point.status,
-               point.decided_by, point.trace, point.reasons)
-        tail = self._verdicts.get(key)
-        if tail is None:
-            if len(self._verdicts) > 4096:
-                self._verdicts.clear()
-            tail = self._verdicts[key] = self._tail(point)
-        string = self._string
+    def _formatted(self, columns: list[list[Any]], points: Sequence[PointVerdict]) -> list[str]:
+        """Records of plain points from their columns: the coordinates are formatted, the
+        verdict part is looked up (encoded for its first point)."""
+        (cell_ids, bids, point_types, batches, prefills, kv_reads, *verdict) = columns
+        rows = zip(map(self._string, cell_ids), bids, map(self._string, point_types), batches,
+                   prefills, kv_reads, self._tails(list(zip(*verdict)), points))
         if self.indent:
             pad = _POINT_INDENT + "  "
-            return (f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n'
-                    f'{pad}"cell_id": {string(point.cell_id)},\n'
-                    f'{pad}"benchmark_id": {point.benchmark_id},\n'
-                    f'{pad}"point_type": {string(point.point_type)},\n'
-                    f'{pad}"batch_size": {point.batch_size},\n'
-                    f'{pad}"total_prefill_tokens": {point.total_prefill_tokens},\n'
-                    f'{pad}"total_kv_read_tokens": {point.total_kv_read_tokens},\n{tail}')
-        return (f'{{"kind":"point","cell_id":{string(point.cell_id)},'
-                f'"benchmark_id":{point.benchmark_id},"point_type":{string(point.point_type)},'
-                f'"batch_size":{point.batch_size},'
-                f'"total_prefill_tokens":{point.total_prefill_tokens},'
-                f'"total_kv_read_tokens":{point.total_kv_read_tokens},{tail}')
+            return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
+                    f'{pad}"benchmark_id": {b},\n{pad}"point_type": {t},\n'
+                    f'{pad}"batch_size": {n},\n{pad}"total_prefill_tokens": {p},\n'
+                    f'{pad}"total_kv_read_tokens": {k},\n{tail}'
+                    for c, b, t, n, p, k, tail in rows]
+        return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
+                f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},{tail}'
+                for c, b, t, n, p, k, tail in rows]
+
+    def _tails(self, keys: list[tuple[Any, ...]], points: Sequence[PointVerdict]) -> list[str]:
+        """The encoded verdict part of every point, by the point's verdict fields (points of
+        one class share it); the memo is emptied before a cell, never during one."""
+        known = self._verdicts
+        if len(known) > 4096:
+            known.clear()
+        for key, point in zip(keys, points):
+            if key not in known:
+                known[key] = self._tail(point)
+        return list(map(known.__getitem__, keys))
 
     def _string(self, value: str) -> str:
         out = self._strings.get(value)
@@ -173,22 +179,28 @@ class PointRecords:
         return _POINT_INDENT + _nested(text, 4) if self.indent else text
 
 
-_INTS = attrgetter("benchmark_id", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
-_STRINGS = attrgetter("cell_id", "point_type", "status")
-_OPTIONAL_STRINGS = attrgetter("native_regime", "kv_seed_regime", "decided_by")
-_TUPLES = attrgetter("trace", "reasons")
-_ELIGIBLE = attrgetter("eligible")
+_COLUMNS = [(attrgetter(name), kinds) for name, kinds in (
+    ("cell_id", {str}), ("benchmark_id", {int}), ("point_type", {str}), ("batch_size", {int}),
+    ("total_prefill_tokens", {int}), ("total_kv_read_tokens", {int}),
+    ("native_regime", {str, type(None)}), ("kv_seed_regime", {str, type(None)}),
+    ("eligible", {bool}), ("status", {str}), ("decided_by", {str, type(None)}),
+    ("trace", {tuple}), ("reasons", {tuple}))]
+"""A record's fields in order (coordinates, then the verdict part that keys a record's
+tail), and the classes the formatted path takes."""
 
 
-def _plain_points(points: Sequence[PointVerdict]) -> bool:
-    """Whether the formatted path writes these points exactly as the general encoder would:
-    int coordinates (not bools), strings where strings belong, tuples (of anything: the
-    verdict part goes through the general encoder). Field by field over all points."""
-    def classes(fields: "attrgetter[Any]") -> set[type]:
-        return set(map(type, chain.from_iterable(map(fields, points))))
-    return (classes(_INTS) <= {int} and classes(_STRINGS) <= {str}
-            and classes(_OPTIONAL_STRINGS) <= {str, type(None)}
-            and classes(_TUPLES) <= {tuple} and set(map(type, map(_ELIGIBLE, points))) <= {bool})
+def _plain_columns(points: Sequence[PointVerdict]) -> list[list[Any]] | None:
+    """Each field's values over all points, or None when some value is not of a class the
+    formatted path writes as the general encoder would: int coordinates (not bools),
+    strings where strings belong, tuples of anything (the verdict part goes through the
+    general encoder; the classes also keep ``1`` and ``True`` apart in its memo)."""
+    columns = []
+    for get, kinds in _COLUMNS:
+        column = list(map(get, points))
+        if not set(map(type, column)) <= kinds:
+            return None
+        columns.append(column)
+    return columns
 
 
 def _jsonl_line(record: dict[str, Any]) -> str:
