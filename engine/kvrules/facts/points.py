@@ -12,6 +12,7 @@ in benchmark_id order), then the copies on every other rank in file order.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, Iterator, overload
 
@@ -201,6 +202,30 @@ class PointTable:
             own = self._view(i)
             out.append([rows[row], rows[row] if _plainly_equal(rows[row], own) else own])
         return out
+
+    def views_agreeing(self) -> list[bool] | None:
+        """For every copy on another rank, whether its view agrees with its row's (in values
+        and JSON types), so its ``views`` holds the row's view twice; None when the table
+        holds built facts (an edited fact's views are read from it, copy by copy)."""
+        if self._built or not self._coordinates:
+            return None
+        columns = [self._coordinates[name] for name in VIEW_KEYS] + [self._natives]
+        if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
+            same: list[Any] = list(zip(*columns))
+            return list(map(operator.eq, same[self.n_rows:],
+                            [same[row] for row in self._row[self.n_rows:]]))
+        return [_plainly_equal(self._view(self._row[i]), self._view(i))
+                for i in range(self.n_rows, len(self))]
+
+    def row_of(self, i: int) -> int:
+        """The copy of ``i``'s reported row (itself for a row, -1 in a table of built facts)."""
+        if not self._coordinates:
+            return -1
+        return i if i < self.n_rows else self._row[i]
+
+    def view(self, i: int) -> dict[str, Any]:
+        """Copy ``i``'s own view: its coordinates and native regime as its rank reports them."""
+        return self._view(i)
 
     def _view(self, i: int) -> dict[str, Any]:
         c = self._coordinates

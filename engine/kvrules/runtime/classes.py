@@ -7,6 +7,7 @@ with other facts), so points with equal outcomes form a class evaluated once.
 from __future__ import annotations
 
 import hashlib
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,8 @@ def _read_column(values: list[Any], kind: str, by_shape: bool) -> list[Any]:
             return list(map(tuple, values))
         if by_shape:
             return list(map(shape, values))
+        if set(map(type, chain.from_iterable(values))) <= _DISTINCT:
+            return list(map(tuple, values))  # equal tuples: equal items of equal classes
         return [(list, text) for text in map(repr, values)]
     return [_read_value(v, kind, by_shape) for v in values]
 
@@ -89,14 +92,41 @@ def _column_keys(table: PointTable, read: _Read) -> list[Any]:
     """A key per copy for one field: its raw read value where the rules copy or compare it,
     else the outcomes of the rules' tests on it (each test reads its own field only), found
     once per distinct read value."""
-    values = table.column(read.name, MISSING)
-    keys = _read_column(values, read.kind, read.by_shape)
-    if read.raw:
-        return keys
+    shaped = _views_by_shape(table) if read.name == "views" and read.by_shape else None
+    if shaped is not None:
+        keys, examples = shaped
+    else:
+        values = table.column(read.name, MISSING)
+        keys = _read_column(values, read.kind, read.by_shape)
+        if read.raw:
+            return keys
+        examples = dict(zip(keys, values))
     outcomes = {key: tuple(eval_atom(atom, {} if value is MISSING else {read.name: value})
                            for atom in read.atoms)
-                for key, value in dict(zip(keys, values)).items()}
+                for key, value in examples.items()}
     return list(map(outcomes.__getitem__, keys))
+
+
+def _views_by_shape(table: PointTable) -> tuple[list[Any], dict[Any, Any]] | None:
+    """The shape of every copy's ``views`` and a ``views`` of each shape, building a view
+    only for copies that disagree with their row: a row's views is its one view, an
+    agreeing copy's is its row's view twice (None: read the column, see
+    :meth:`PointTable.views_agreeing`)."""
+    agreeing = table.views_agreeing()
+    if agreeing is None or not table.n_rows:
+        return None
+    first = table.view(0)
+    one, twice = [first], [first, first]
+    examples = {shape(one): one, shape(twice): twice}
+    keys = [shape(one)] * table.n_rows
+    keys += [shape(twice)] * len(agreeing)
+    for n, agrees in enumerate(agreeing):
+        if not agrees:
+            i = table.n_rows + n
+            views = [table.view(table.row_of(i)), table.view(i)]
+            keys[i] = shape(views)
+            examples.setdefault(keys[i], views)
+    return keys, examples
 
 
 def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], dict[int, str]]:
