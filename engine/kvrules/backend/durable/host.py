@@ -66,17 +66,35 @@ def _loads(text: str) -> Any:
     return json.loads(text)
 
 
+_NOT_FLOATS = frozenset({str, int, bool, type(None)})
+
+
+def _flat_without_floats(obj: Any) -> bool:
+    """Whether ``obj`` is an object of scalars and lists of scalars, none a float: what an
+    engine fact or session state is, unless it holds a float."""
+    if obj.__class__ is not dict:
+        return False
+    for value in obj.values():
+        if value.__class__ in _NOT_FLOATS:
+            continue
+        if value.__class__ is not list or not set(map(type, value)) <= _NOT_FLOATS:
+            return False
+    return True
+
+
 def _compact(obj: Any) -> str | None:
     """``obj`` as compact JSON from orjson when it holds no float (orjson writes floats in
-    other notations than ``repr``; the digit mask shows one as ``0.`` or ``0e``, a string
-    holding either only costs the standard encoder), else None."""
+    other notations than ``repr``), else None. A flat object is looked at; anything else is
+    looked for floats in the text: the digit mask shows one as ``0.`` or ``0e`` (a string
+    holding either, such as a version ``0.11.3``, only costs the standard encoder)."""
     try:
         out = orjson.dumps(obj)
     except (TypeError, orjson.JSONEncodeError):  # a lone surrogate, an int beyond 64 bits
         return None
-    masked = out.translate(_DIGITS_AS_ZERO)
-    if b"0." in masked or b"0e" in masked:
-        return None
+    if not _flat_without_floats(obj):
+        masked = out.translate(_DIGITS_AS_ZERO)
+        if b"0." in masked or b"0e" in masked:
+            return None
     return out.decode()
 
 
