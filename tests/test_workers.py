@@ -2,7 +2,8 @@
 
 Each scenario runs in a fresh interpreter (bounded by a timeout: the old pool waited
 forever for the result of a killed worker) that makes the chosen cells kill the worker
-process preparing them (SIGKILL, as the OOM killer does); the parent is never killed.
+process preparing them (SIGKILL, as the OOM killer does), before it prepares the cell or
+halfway through writing the prepared cell back; the parent is never killed.
 """
 from __future__ import annotations
 
@@ -16,22 +17,36 @@ from helpers import EXAMPLES
 CAMPAIGNS = sorted(str(p) for p in EXAMPLES.iterdir() if p.is_dir() and p.name != "__pycache__")
 
 SCENARIO = """
-import json, os, signal, sys
+import json, os, signal, struct, sys
+import multiprocessing.connection as mpc
 from pathlib import Path
 from kvrules import api, workers
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.verdicts.render import render_json
 
-victims, cache, campaigns = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3:]
+victims, when, cache = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+campaigns = sys.argv[4:]
 parent = os.getpid()
 load = workers.load_cell
+send = mpc.Connection._send_bytes
+cut = []
 
 def deadly_load(ref):
     if os.getpid() != parent and (victims == "all" or str(ref.cell_dir) in victims):
-        os.kill(os.getpid(), signal.SIGKILL)
+        if when == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        cut.append(ref)
     return load(ref)
 
+def cut_send(self, buf):
+    if cut:  # a victim's result: its length and half of it, then death
+        self._send(struct.pack("!i", len(buf)))
+        self._send(memoryview(buf)[: len(buf) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    return send(self, buf)
+
 workers.load_cell = deadly_load
+mpc.Connection._send_bytes = cut_send
 breaks = []
 broken = workers.ExtractionWorkers._broken
 def counted(self):
@@ -47,8 +62,8 @@ print(json.dumps({"same": serial == parallel, "breaks": len(breaks),
 """
 
 
-def run(victims: object, cache: str = "") -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", SCENARIO, json.dumps(victims), cache,
+def run(victims: object, cache: str = "", when: str = "before") -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", SCENARIO, json.dumps(victims), when, cache,
                            *CAMPAIGNS], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     out: dict[str, object] = json.loads(done.stdout)
@@ -62,6 +77,13 @@ def cell_dirs() -> list[str]:
 def test_a_worker_killed_on_one_cell_costs_nothing() -> None:
     """The lost cells are prepared in the parent (as --jobs 1 does): the same bytes."""
     got = run([cell_dirs()[3]])
+    assert got["same"] is True and got["breaks"] == 1 and got["cells"] == len(cell_dirs())
+
+
+def test_a_worker_killed_while_writing_its_result_costs_nothing() -> None:
+    """The pool's own thread then waits forever for the rest of the message and never
+    reports the death: the parent notices the dead worker itself."""
+    got = run([cell_dirs()[3]], when="mid-result")
     assert got["same"] is True and got["breaks"] == 1 and got["cells"] == len(cell_dirs())
 
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections import deque
+from multiprocessing.process import BaseProcess
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
@@ -34,6 +38,12 @@ WORKER_NICENESS = 5
 """Workers yield the CPU to the parent and its engine, the run's one sequential path: on
 a machine with no spare core, workers that ran as often would slow that path down and
 finish their own part early only to wait."""
+
+LIVENESS_POLL = 1.0
+"""Seconds between checks, while waiting for a cell, that the pool's workers are alive."""
+
+UNBLOCK_SECONDS = 5.0
+"""How long a stopped pool's thread is fed to finish a message cut short (see :func:`_stop`)."""
 
 MAX_DEFAULT_JOBS = 8
 """The most workers a run starts unasked: past a few, the one engine is the longest path
@@ -105,7 +115,7 @@ class ExtractionWorkers:
         if job is not None:
             future, pool = job
             try:
-                return future.result()
+                return _wait(future, pool)
             except (BrokenProcessPool, CancelledError):
                 if pool is self._pool:  # the first news of this pool's death
                     self._broken()
@@ -146,13 +156,56 @@ class ExtractionWorkers:
         self.close()
 
 
+def _wait(future: "Future[Prepared]", pool: ProcessPoolExecutor) -> Prepared:
+    """The future's result, or BrokenProcessPool when a worker is dead and the pool has
+    not said so one poll later: a worker killed while writing its result leaves the
+    pool's thread reading the rest of the message, and the future would never settle."""
+    dead_seen = False
+    while True:
+        try:
+            return future.result(timeout=LIVENESS_POLL)
+        except FutureTimeout:
+            if dead_seen:
+                raise BrokenProcessPool("a worker died and its pool did not notice") from None
+            dead_seen = any(p.exitcode is not None for p in _processes(pool))
+
+
+def _processes(pool: ProcessPoolExecutor) -> list[BaseProcess]:
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Shut ``pool`` down without waiting for the cells in flight (Python < 3.14 has no
     public way to stop its processes, so they are terminated through the pool's table)."""
-    running = list((getattr(pool, "_processes", None) or {}).values())
+    running = _processes(pool)
+    thread = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for process in running:
         if process.is_alive():
             process.terminate()
     for process in running:
         process.join()
+    if thread is not None and results is not None:
+        _unblock(thread, results._writer.fileno())
+
+
+def _unblock(thread: threading.Thread, writer: int) -> None:
+    """End the pool's thread, even one reading the rest of a message whose writer was
+    terminated mid-write (the interpreter waits for that thread at exit, and other
+    children hold the pipe open, so no end of file comes): it is fed zeros, reads a
+    message that does not decode, declares the pool broken and returns."""
+    thread.join(0.05)
+    if not thread.is_alive():
+        return
+    os.set_blocking(writer, False)
+    deadline = time.monotonic() + UNBLOCK_SECONDS
+    filler = bytes(1 << 16)
+    while thread.is_alive() and time.monotonic() < deadline:
+        try:
+            os.write(writer, filler)
+        except BlockingIOError:  # the pipe is full: the thread is not reading it
+            pass
+        except OSError:
+            return
+        thread.join(0.01)
