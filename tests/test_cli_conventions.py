@@ -117,6 +117,35 @@ def test_every_command_stops_cleanly_on_a_signal(tmp_path: Path, campaigns: list
     assert list(out.parent.iterdir()) == []
 
 
+SWALLOWED = """
+import os, signal, sys
+from kvrules.cli import app as cli
+
+class Collected:
+    def __del__(self):  # where Python swallows exceptions: the signal's included
+        os.kill(os.getpid(), signal.SIG{name})
+        sum(range(1000))
+
+def command(**options):
+    Collected()
+    print("done")
+    sys.exit(0)
+
+cli.app = command
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("name, code, word", [("INT", 130, "interrupted"),
+                                              ("TERM", 143, "terminated")])
+def test_a_signal_swallowed_in_a_finaliser_still_stops_the_run(name: str, code: int,
+                                                               word: str) -> None:
+    """The command did not unwind, but the run ends as stopped, without a traceback."""
+    done = subprocess.run([sys.executable, "-c", SWALLOWED.replace("{name}", name)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (code, f"kvrules: {word}\n")
+
+
 def test_the_library_takes_one_path_or_a_sequence_of_str_or_path() -> None:
     one = EXAMPLES / DENSE
     reports = [api.classify(str(one)), api.classify(one), api.classify([one]),

@@ -95,8 +95,26 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
+_RECEIVED: list[int] = []
+"""Stop signals received: one raised where Python swallows exceptions (a ``__del__``, a
+weakref callback) did not unwind the command, yet it still ends the run as stopped."""
+
+
 def _stop(signum: int, frame: FrameType | None) -> None:
+    _RECEIVED.append(signum)
     raise _Stopped(signum)
+
+
+def _unraisable(unraisable: "sys.UnraisableHookArgs") -> None:
+    """A stop signal swallowed by a ``__del__`` is recorded in :data:`_RECEIVED`, not
+    printed as "Exception ignored"; anything else is reported as Python reports it."""
+    if not isinstance(unraisable.exc_value, _Stopped):
+        sys.__unraisablehook__(unraisable)
+
+
+def _exit_stopped(signum: int) -> None:
+    sys.stderr.write(f"kvrules: {STOPPED[signal.Signals(signum)]}\n")
+    sys.exit(128 + signum)
 
 
 STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
@@ -111,8 +129,12 @@ def main() -> None:
             stream.reconfigure(errors="replace")
     for signum in STOPPED:  # SIGINT too when started in the background (inherited SIG_IGN)
         signal.signal(signum, _stop)
+    sys.unraisablehook = _unraisable
     try:
         app(prog_name="kvrules")
     except _Stopped as stopped:
-        sys.stderr.write(f"kvrules: {STOPPED[signal.Signals(stopped.signum)]}\n")
-        sys.exit(128 + stopped.signum)
+        _exit_stopped(stopped.signum)
+    except SystemExit:
+        if _RECEIVED:
+            _exit_stopped(_RECEIVED[0])
+        raise

@@ -157,8 +157,9 @@ class EngineSupervisor:
             child.close()
         return parent
 
-    def close(self) -> None:
-        """Stop the worker (a new one starts on the next evaluation)."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the worker (a new one starts on the next evaluation); ``wait``: until it
+        is gone (otherwise multiprocessing reaps it later)."""
         self._pending = None
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
@@ -167,7 +168,8 @@ class EngineSupervisor:
         if proc is not None:
             if proc.is_alive():
                 proc.kill()
-            proc.join(5)
+            if wait:
+                proc.join(5)
 
     def _died(self) -> tuple[str, str]:
         """The worker is gone: reap it and describe how it ended."""
@@ -246,8 +248,8 @@ class EngineSupervisor:
         return self.result()
 
     def __del__(self) -> None:
-        try:
-            self.close()
+        try:  # not waiting: a Ctrl-C arriving inside __del__ would be swallowed
+            self.close(wait=False)
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
