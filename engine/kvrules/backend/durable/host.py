@@ -2,6 +2,8 @@
 
 * no background timer threads (the stock Host dispatches from threads and segfaults);
 * a JSON shim so floats written with an exponent reach the engine;
+* every JSON text the engine is given stays alive until its session ends (see
+  :func:`texts_kept`);
 * actions looked up by name in a registry the runtime controls;
 * one evaluation at a time (the engine has no locks), one short-lived session each.
 """
@@ -12,7 +14,8 @@ import json
 import re
 import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import orjson
 
@@ -46,7 +49,7 @@ class Batch(list[dict[str, Any]]):
 
 def dumps(obj: Any) -> str:
     """The JSON durable-rules is given for ``obj`` (as the engine writes it itself)."""
-    return _JsonShim.dumps(obj, ensure_ascii=False)
+    return _write(obj, {"ensure_ascii": False})
 
 
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -98,24 +101,52 @@ def _compact(obj: Any) -> str | None:
     return out.decode()
 
 
+_KEPT: list[list[str]] = [[]]
+"""The texts given to the engine, kept alive: the innermost list is the current session's
+(released when it ends), the outermost the process's (ruleset definitions)."""
+
+
+@contextmanager
+def texts_kept() -> Iterator[None]:
+    """Keep every JSON text given to the engine alive until this block (one session) ends.
+
+    durable-rules keeps pointers into a fact's JSON text (its string values) after the call
+    that asserted it, and reads them in later joins. A text Python frees right after the
+    call is then read after free (valgrind: ``reduceString`` from ``isBetaMatch``), and a
+    join's outcome depends on what reused the memory: the same cell derived one error
+    fewer when only the length of ``PATH`` changed."""
+    _KEPT.append([])
+    try:
+        yield
+    finally:
+        _KEPT.pop()
+
+
 class _JsonShim:
     """json.dumps for durable-rules: compact through orjson when no float is written, and
-    ``1e-05`` as ``1.0e-05`` (the engine rejects the former)."""
+    ``1e-05`` as ``1.0e-05`` (the engine rejects the former); every text is kept (see
+    :func:`texts_kept`)."""
 
     loads = staticmethod(_loads)
 
     @staticmethod
     def dumps(obj: Any, **kwargs: Any) -> str:
-        if type(obj) is Batch:
-            return obj.text
-        fast = _compact(obj)
-        if fast is not None:
-            return fast
-        text = json.dumps(obj, **kwargs)
-        if not _maybe_exponent(text):  # the common case: nothing to rewrite
-            return text
-        return _EXPONENT.sub(lambda m: m.group(0) if m.group(1) is None
-                             else f"{m.group(1)}.0{m.group(2)}", text)
+        text = _write(obj, kwargs)
+        _KEPT[-1].append(text)
+        return text
+
+
+def _write(obj: Any, kwargs: dict[str, Any]) -> str:
+    if type(obj) is Batch:
+        return obj.text
+    fast = _compact(obj)
+    if fast is not None:
+        return fast
+    text = json.dumps(obj, **kwargs)
+    if not _maybe_exponent(text):  # the common case: nothing to rewrite
+        return text
+    return _EXPONENT.sub(lambda m: m.group(0) if m.group(1) is None
+                         else f"{m.group(1)}.0{m.group(2)}", text)
 
 
 Action = Callable[[Any], None]

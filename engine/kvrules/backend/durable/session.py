@@ -276,6 +276,11 @@ def _batch(ctx: _Context, sid: str, matched: frozenset[str] | None = None) -> ho
 def _run_session(engine: Any, name: str, ctx: _Context,
                  matched: frozenset[str] | None) -> None:
     """One stratum's session over the facts its rules can match."""
+    with hostmod.texts_kept():
+        _session(engine, name, ctx, matched)
+
+
+def _session(engine: Any, name: str, ctx: _Context, matched: frozenset[str] | None) -> None:
     global _TAINTED
     sid = str(next(_SIDS))
     batch = _batch(ctx, sid, matched)
