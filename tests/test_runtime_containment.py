@@ -236,7 +236,8 @@ def test_interrupt_exits_promptly_without_output(tmp_path, big_corpus, sig, code
 def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(
-        "import sys\n"
+        "import faulthandler, signal, sys\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it hangs, if it does\n"
         "from kvrules import api\n"
         "policy = api.load_policy()\n"
         f"paths = {_examples()!r}\n"
@@ -253,7 +254,15 @@ def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
         for _ in range(3):
             assert proc.stdout.readline().strip() == "ok"
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"no exit 30 s after SIGINT; {stdout.count('ok')} runs; "
+                        f"stacks:\n{stderr[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -134,9 +134,12 @@ class ExtractionWorkers:
             yield self.result(*window.popleft())
 
     def close(self) -> None:
-        """Stop the workers now (a cell they are preparing is not waited for)."""
+        """Stop the workers now (a cell they are preparing is not waited for). A Ctrl-C
+        arriving meanwhile waits until they are stopped: interrupted halfway, the run would
+        leave workers and the pool's thread behind, and the interpreter waits for both."""
         if self._pool is not None:
-            _stop(self._pool)
+            with signals_deferred():
+                _stop(self._pool)
             self._pool = None
 
     def _start(self) -> ProcessPoolExecutor:
