@@ -233,6 +233,15 @@ def test_interrupt_exits_promptly_without_output(tmp_path, big_corpus, sig, code
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def _interruptible() -> None:
+    """In the child: SIGINT as an interactive shell gives it. A process that starts with
+    SIGINT ignored keeps it ignored (Python's rule for background jobs), and a test session
+    started in the background passes that on: the script then looped on, classifying,
+    after the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
     script = tmp_path / "loop.py"
     script.write_text(
@@ -248,7 +257,8 @@ def test_keyboard_interrupt_in_the_library_propagates(tmp_path):
         "    print('FAILURE' if bad else 'ok', flush=True)\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != HOOK}
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_interruptible)
     try:
         assert proc.stdout is not None
         for _ in range(3):
