@@ -14,10 +14,10 @@ import signal
 import threading
 import time
 from collections import deque
-from multiprocessing.process import BaseProcess
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.process import BaseProcess
 from typing import Iterable, Iterator
 
 from kvrules.artifacts.discover import CellRef
