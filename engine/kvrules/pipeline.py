@@ -99,6 +99,12 @@ class Prepared:
         """What the engine is given: the cell's facts plus one fact per point class."""
         return self.cell.facts + self.classes
 
+    def reported(self) -> "Prepared":
+        """What the verdict still needs once the point classes exist: the copies on other
+        ranks are left out (a worker sends half as much to the parent)."""
+        table = point_table(self.cell).reported()
+        return replace(self, cell=replace(self.cell, points=table.rows, peer_points=table.peers))
+
 
 def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
     """Group the points into classes and check every fact before the engine sees it."""

@@ -81,7 +81,7 @@ def _init_worker(cp: CompiledPolicy) -> None:
 def _prepare_ref(ref: CellRef) -> Prepared:
     """A worker's part of a cell: load, extract and group points into classes. What comes
     back is small (the cell's facts, one fact per class, the report rows' columns)."""
-    return prepare(_WORKER_POLICY[0], extract_ref(ref))
+    return prepare(_WORKER_POLICY[0], extract_ref(ref)).reported()
 
 
 class ExtractionWorkers:

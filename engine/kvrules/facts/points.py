@@ -54,6 +54,9 @@ _UNCONFUSED = frozenset({str, int, type(None), _Absent})
 """Classes no two of which hold equal values (the absent marker's included)."""
 
 
+_POINT = operator.itemgetter("point")
+_COORDINATE_VALUES = operator.itemgetter(*COORDINATES)
+
 Copy = tuple[Document, int, int, int, list[Any], int]
 """One copy: its document, that document's position among the ranks, the result's index,
 the rank, the ranks holding its benchmark_id, and the index of its reported row (-1 for a
@@ -69,20 +72,26 @@ class PointTable:
 
     def __init__(self, copies: list[Copy], n_rows: int) -> None:
         """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
+        docs, positions, indexes, ranks, held, row = map(list, zip(*copies)) if copies \
+            else ([], [], [], [], [], [])
+        results = list(map(operator.getitem, [doc.data["results"] for doc in docs], indexes))
+        self._fill(results, [doc.relpath for doc in docs], positions, indexes, ranks, held,
+                   row, n_rows)
+
+    def _fill(self, results: list[Any], files: list[str], positions: list[int],
+              indexes: list[int], ranks: list[int], held: list[list[Any]], row: list[int],
+              n_rows: int) -> None:
+        """Keep the columns of the copies whose ``results`` items are given, in copy order."""
         self.n_rows = n_rows
-        self._size = len(copies)
+        self._size = len(results)
         self._built: dict[int, Fact] = {}
-        results = [doc.data["results"][i] for doc, _, i, *_ in copies]
-        points = [result["point"] for result in results]
-        self._coordinates = {name: [p[name] for p in points] for name in COORDINATES}
+        points = list(map(_POINT, results))
+        columns = zip(*map(_COORDINATE_VALUES, points)) if points else [[]] * len(COORDINATES)
+        self._coordinates = dict(zip(COORDINATES, map(list, columns)))
         self._natives = [result.get("kv_seed_regime", _ABSENT) for result in results]
         self._reasons = [p.get("sample_reasons") for p in points]
-        self._files = [doc.relpath for doc, *_ in copies]
-        self._positions = [copy[1] for copy in copies]
-        self._indexes = [copy[2] for copy in copies]
-        self._ranks = [copy[3] for copy in copies]
-        self._held = [copy[4] for copy in copies]
-        self._row = [copy[5] for copy in copies]
+        self._files, self._positions, self._indexes = files, positions, indexes
+        self._ranks, self._held, self._row = ranks, held, row
 
     @classmethod
     def of_ranks(cls, ranks: list[Document]) -> "PointTable":
@@ -99,17 +108,26 @@ class PointTable:
     def _same_points(cls, ranks: list[Document], ids: list[Any],
                      numbers: list[int]) -> "PointTable":
         """Every rank holds the same benchmark_ids once each, in the same order (the usual
-        campaign): each id's row is on the first rank, its copies follow rank by rank."""
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        row_of = [0] * len(ids)
+        campaign): each id's row is on the first rank, its copies follow rank by rank.
+        Every column is whole-list arithmetic (no loop over copies in Python)."""
+        n, others = len(ids), len(ranks) - 1
+        order = sorted(range(n), key=ids.__getitem__)
+        row_of = [0] * n
         for row, i in enumerate(order):
             row_of[i] = row
         held = [list(numbers) for _ in ids]
-        first = ranks[0]
-        copies: list[Copy] = [(first, 0, i, numbers[0], held[i], -1) for i in order]
+        first = ranks[0].data["results"]
+        results = [first[i] for i in order]
+        files, positions, copy_ranks = [ranks[0].relpath] * n, [0] * n, [numbers[0]] * n
         for r, doc in enumerate(ranks[1:], 1):
-            copies += [(doc, r, i, numbers[r], held[i], row_of[i]) for i in range(len(ids))]
-        return cls(copies, len(ids))
+            results += doc.data["results"]
+            files += [doc.relpath] * n
+            positions += [r] * n
+            copy_ranks += [numbers[r]] * n
+        table = cls.__new__(cls)
+        table._fill(results, files, positions, order + list(range(n)) * others, copy_ranks,
+                    [held[i] for i in order] + held * others, [-1] * n + row_of * others, n)
+        return table
 
     @classmethod
     def _any_points(cls, ranks: list[Document], numbers: list[int]) -> "PointTable":
@@ -146,6 +164,21 @@ class PointTable:
 
     def __len__(self) -> int:
         return self._size
+
+    def reported(self) -> "PointTable":
+        """This table without the copies on other ranks: what a verdict reads (a row's
+        coordinates and source), at half the size when it crosses to another process."""
+        if not self._coordinates or self._size == self.n_rows:
+            return self
+        n = self.n_rows
+        table = PointTable([], n)
+        table._size = n
+        table._built = {i: fact for i, fact in self._built.items() if i < n}
+        table._coordinates = {name: column[:n] for name, column in self._coordinates.items()}
+        for name in ("_natives", "_reasons", "_files", "_positions", "_indexes", "_ranks",
+                     "_held", "_row"):
+            setattr(table, name, getattr(self, name)[:n])
+        return table
 
     @property
     def rows(self) -> "PointRows":
