@@ -21,6 +21,7 @@ from kvrules.cli import aggregate, publish, readiness, verify
 from kvrules.cli import diff, explain, rules
 from kvrules.cli import report
 from kvrules.cli import cache
+from kvrules.cli.allocator import keep_freed_memory
 from kvrules.verdicts.model import KVRULES_VERSION
 
 FORMAT_ALIASES = {"table": "text", "pretty": "text"}
@@ -130,6 +131,7 @@ def main() -> None:
     for signum in STOPPED:  # SIGINT too when started in the background (inherited SIG_IGN)
         signal.signal(signum, _stop)
     sys.unraisablehook = _unraisable
+    keep_freed_memory()  # before any worker is forked: they inherit it
     try:
         app(prog_name="kvrules")
     except _Stopped as stopped:
