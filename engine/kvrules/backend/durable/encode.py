@@ -61,23 +61,34 @@ ABSENT_MARK = "x:"
 
 def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[str, Any]:
     """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
-    ``__b`` truthiness (1/0), and for lists ``__len`` and the ``agree_on`` flags. Companions keep compiled conditions flat (no DNF blow-up) and
-    are always present with their field, so joins on them never hit a missing field."""
+    ``__b`` truthiness (1/0), and for lists ``__len`` and the ``agree_on`` flags. Companions
+    keep compiled conditions flat (no DNF blow-up) and are always present with their field,
+    so joins on them never hit a missing field."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
-        if name in list_fields and isinstance(value, list):
+        cls = value.__class__
+        if cls is str:  # the common classes first, one test each (the engine's hot path)
+            out[name], kind, numeric = "s:" + value, "string", 0
+        elif cls is int and -INT64_MAX <= value <= INT64_MAX:
+            out[name], kind, numeric = value, "integer", 1
+        elif cls is list and name in list_fields:
             out[name] = [LIST_SENTINEL] + ["s:" + v for v in value]
+            kind, numeric = "array", 0
         else:
             out[name] = encode_scalar(value)
-        out[companion(name)] = value_type(value)
-        numeric = isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and value_type(value) != "bigint"
-        out[name + NUMERIC_SUFFIX] = 1 if numeric else 0
+            kind = value_type(value)
+            numeric = 1 if kind in _NUMERIC_TYPES else 0
+        out[name + TYPE_SUFFIX] = kind
+        out[name + NUMERIC_SUFFIX] = numeric
         out[name + TRUTHY_SUFFIX] = 1 if value else 0
         if isinstance(value, list):
             out[name + LENGTH_SUFFIX] = len(value)
             out.update(agreement(name, value))
     return out
+
+
+_NUMERIC_TYPES = frozenset({"integer", "number"})
+"""JSON types whose ``__n`` companion is 1 (a bigint is compared as text, not a number)."""
 
 
 def agreement(name: str, items: list[Any]) -> dict[str, int]:
