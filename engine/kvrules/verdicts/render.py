@@ -132,7 +132,7 @@ class PointRecords:
         """Records of plain points from their columns: the coordinates are formatted, the
         verdict part is looked up (encoded for its first point)."""
         (cell_ids, bids, point_types, batches, prefills, kv_reads, *verdict) = columns
-        rows = zip(map(self._string, cell_ids), bids, map(self._string, point_types), batches,
+        rows = zip(self._strings_of(cell_ids), bids, self._strings_of(point_types), batches,
                    prefills, kv_reads, self._tails(list(zip(*verdict)), points))
         if self.indent:
             pad = _POINT_INDENT + "  "
@@ -151,10 +151,16 @@ class PointRecords:
         known = self._verdicts
         if len(known) > 4096:
             known.clear()
-        for key, point in zip(keys, points):
-            if key not in known:
+        for key, point in dict(zip(keys, points)).items():  # a point of every distinct key
+            if key not in known:  # (its tail is written from the key's fields alone)
                 known[key] = self._tail(point)
         return list(map(known.__getitem__, keys))
+
+    def _strings_of(self, values: list[str]) -> Iterable[str]:
+        """The JSON text of every string of a column that holds a few distinct ones (a
+        cell's id, its point types), looked up in C."""
+        texts = {value: self._string(value) for value in set(values)}
+        return map(texts.__getitem__, values)
 
     def _string(self, value: str) -> str:
         out = self._strings.get(value)
