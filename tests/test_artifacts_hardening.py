@@ -152,6 +152,58 @@ def test_symlink_inside_the_campaign_is_followed(tmp_path: Path) -> None:
     assert rc == 0 and errors(report) == []
 
 
+def test_a_campaign_root_swapped_for_a_link_is_resolved_again(tmp_path: Path) -> None:
+    """The campaign folder's real location is remembered per folder identity: swapped for a
+    link to another folder, files below it are judged against the new location (a stale
+    answer would refuse them, or accept a file that leaves the new one)."""
+    root, elsewhere = tmp_path / "campaign", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "a.json").write_bytes(b"{}")
+    (elsewhere / "a.json").write_bytes(b"[]")
+    (tmp_path / "outside.json").write_bytes(b"{}")
+    assert read_bounded(root / "a.json", root) == b"{}"
+    root.rename(tmp_path / "old")
+    root.symlink_to(elsewhere)
+    assert read_bounded(root / "a.json", root) == b"[]"
+    (elsewhere / "leak.json").symlink_to(tmp_path / "outside.json")
+    with pytest.raises(UnreadableFile, match="leads outside the campaign folder"):
+        read_bounded(root / "leak.json", root)
+
+
+def test_a_linked_folder_leading_outside_is_refused_for_its_files(tmp_path: Path) -> None:
+    """A file reached through a linked folder is judged by where it really is (the open
+    file's own location), not by the name it was asked for."""
+    root = tmp_path / "campaign"
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "f.json").write_bytes(b"{}")
+    root.mkdir()
+    (root / "linked").symlink_to(tmp_path / "outside")
+    with pytest.raises(UnreadableFile, match="leads outside the campaign folder"):
+        read_bounded(root / "linked" / "f.json", root)
+    assert read_bounded(tmp_path / "outside" / "f.json") == b"{}"  # no root: no such rule
+
+
+def test_a_file_that_grows_while_read_is_read_whole_or_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read of the size ``fstat`` gave, then on to the end: a file appended to between
+    the two is read whole up to the limit, never cut at its earlier size."""
+    path = tmp_path / "f.json"
+    path.write_bytes(b"[1" + b" " * 100)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:  # the size before an append lands
+        st = real_fstat(fd)
+        with open(path, "ab") as more:
+            more.write(b", 2]")
+        return st
+
+    monkeypatch.setattr(os, "fstat", stale_fstat)
+    assert read_bounded(path) == b"[1" + b" " * 100 + b", 2]"
+    with pytest.raises(UnreadableFile, match="file is larger than 103 bytes"):
+        read_bounded(path, limit=103)
+
+
 def test_symlink_loop_is_refused(tmp_path: Path) -> None:
     campaign = copy_example(tmp_path)
     pod = pod_dir(campaign)

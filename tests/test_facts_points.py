@@ -200,3 +200,41 @@ def test_a_table_sent_to_another_process_is_the_same_table(ranks) -> None:
         assert sent.column(name, MISSING) == table.column(name, MISSING), name
     assert [_as_fact(r.fact) for r in sent.rows] == [_as_fact(r.fact) for r in table.rows]
     assert [_as_fact(r.fact) for r in sent.peers] == [_as_fact(r.fact) for r in table.peers]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(_ranks())
+def test_the_reported_rows_alone_are_the_rows_of_the_whole_table(ranks) -> None:
+    """A worker sends only the reported rows (the verdict reads nothing else): each of their
+    columns and facts is the whole table's, a row built before the cut included."""
+    table = PointTable.of_ranks(ranks)
+    if table.n_rows:
+        table.fact(0)
+    rows = table.reported()
+    assert len(rows) == rows.n_rows == table.n_rows and len(rows.peers) == 0
+    for name in FIELDS:
+        assert rows.column(name, MISSING) == table.column(name, MISSING)[:table.n_rows], name
+    assert [_as_fact(r.fact) for r in rows.rows] == [_as_fact(r.fact) for r in table.rows]
+    assert [rows.source(i) for i in range(len(rows))] == \
+        [table.source(i) for i in range(table.n_rows)]
+
+
+def test_a_cell_prepared_in_a_worker_gets_the_verdict_of_the_whole_cell() -> None:
+    """``Prepared.reported`` (what workers send) and the whole prepared cell give one verdict,
+    on every bundled example (two ranks and more among them)."""
+    from kvrules.artifacts.discover import discover
+    from kvrules.backend import durable
+    from kvrules.pipeline import prepare
+    from kvrules.verdicts.build import build_cell
+    from kvrules.workers import extract_ref
+    cp = api.load_policy().compiled
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    refs = list(discover([examples]))
+    assert any(len(point_table(extract_ref(r)).peers) for r in refs)  # peers to drop
+    for ref in refs:
+        whole = prepare(cp, extract_ref(ref))
+        sent = whole.reported()
+        ev = durable.evaluate_in_process(cp, whole.facts)
+        assert sent.facts == whole.facts
+        assert build_cell(cp, sent.cell, ev, sent.class_of, sent.classes) == \
+            build_cell(cp, whole.cell, ev, whole.class_of, whole.classes)
