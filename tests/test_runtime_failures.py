@@ -31,3 +31,18 @@ def test_more_evaluations_than_the_engine_session_limit():
     results = {len(session.evaluate(policy.compiled, facts.facts + classes).events)
                for _ in range(1100)}  # durable-rules corrupts a ruleset past 1024 live sessions
     assert len(results) == 1
+
+
+def test_rulesets_the_engine_refuses_make_every_cell_an_engine_failure(monkeypatch):
+    """The engine worker registers the policy's rulesets before the first cell arrives; a
+    refusal there is each cell's ``engine_failure``, as if met while evaluating it."""
+    def refused(*args, **kwargs):
+        raise RuntimeError("ruleset refused")
+    monkeypatch.setattr(session, "ruleset_names", refused)  # the forked worker inherits it
+    report = api.classify([str(EXAMPLES / "dense-legacy-stamp-format"),
+                           str(EXAMPLES / "dense-native-skip-format")], api.load_policy())
+    assert [c.status for c in report.cells] == ["error", "error"]
+    for cell in report.cells:
+        assert [(e.code, e.message) for e in cell.errors] == \
+            [("engine_failure", "engine: RuntimeError: ruleset refused")]
+        assert all(not p.eligible for p in cell.points)

@@ -208,6 +208,7 @@ class Classifier:
         """:meth:`classify_stream` of cells already prepared (by worker processes)."""
         waiting: deque[_Job] = deque()
         flight: _Job | None = None
+        self.engine.start()  # it gets ready while the first cell is prepared
         try:
             for prepared in cells:
                 job = _Job(prepared)

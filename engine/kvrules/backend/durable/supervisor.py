@@ -104,6 +104,11 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
     os.dup2(devnull, 2)
     faulthandler.disable()  # it may hold its own copy of the parent's stderr
     from kvrules.backend.durable import session  # durable-rules is imported here, never in the parent
+    refused: Any = None
+    try:  # the rulesets, before the first cell arrives (the parent is preparing it)
+        session.ruleset_names(cp)
+    except Exception as exc:  # noqa: BLE001 - every cell's engine_failure, as below
+        refused = ("error", short(f"engine: {type(exc).__name__}: {exc}"))
     while True:
         try:
             while not conn.poll(_PARENT_POLL):
@@ -113,6 +118,9 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
         except (EOFError, OSError):
             return
         _test_crash(cell_id, attempt)
+        if refused is not None:  # the engine took no ruleset: no cell can be evaluated
+            conn.send(refused)
+            continue
         try:
             result: Any = ("ok", session.evaluate(cp, facts))
         except Exception as exc:  # noqa: BLE001 - reported as the cell's engine_failure
@@ -208,6 +216,13 @@ class EngineSupervisor:
         except BaseException:
             self.close()
             raise
+
+    def start(self) -> None:
+        """Fork the worker now, if none is running: it loads the engine and the policy's
+        rulesets while the caller prepares the first cell (else the first evaluation waits
+        for both)."""
+        if self._proc is None and not multiprocessing.current_process().daemon:
+            self._start()
 
     def submit(self, facts: list[Fact], cell_id: str = "") -> None:
         """Start evaluating ``facts``; :meth:`result` returns the evaluation.
