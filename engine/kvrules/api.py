@@ -234,6 +234,8 @@ class LocalExecutor:
 def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
                    progress: ProgressFn | None) -> Iterator[CellVerdict]:
     total = len(refs)
+    if total:
+        policy.classifier.start()  # before the extraction workers fork: it holds no pipe of theirs
     if jobs <= 1 or total <= 1:
         cells = (extract_ref(r) for r in refs)  # pulled one at a time by the stream
         yield from _counted(policy.classifier.classify_stream(cells), total, progress)

@@ -164,6 +164,11 @@ class Classifier:
         """Stop the engine worker (it restarts on the next cell)."""
         self.engine.close()
 
+    def start(self) -> None:
+        """Start the engine worker now, for a run that has cells to evaluate: it loads the
+        engine and the rulesets while the first cell is prepared."""
+        self.engine.start()
+
     def classify_facts(self, cell: CellFacts) -> CellVerdict:
         """Verdict of a cell from already extracted facts."""
         prepared = prepare(self.cp, cell)
@@ -208,7 +213,6 @@ class Classifier:
         """:meth:`classify_stream` of cells already prepared (by worker processes)."""
         waiting: deque[_Job] = deque()
         flight: _Job | None = None
-        self.engine.start()  # it gets ready while the first cell is prepared
         try:
             for prepared in cells:
                 job = _Job(prepared)
