@@ -105,7 +105,9 @@ def test_every_command_stops_cleanly_on_a_signal(tmp_path: Path, campaigns: list
     out.parent.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "kvrules", command[0], *campaigns,
                              *command[1:], "-o", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ,  # an empty cache: every cell is classified
+                                 "KVRULES_CACHE_DIR": str(tmp_path / "cache")})
     deadline = time.monotonic() + 60
     while not _has_children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
