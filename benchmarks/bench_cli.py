@@ -126,6 +126,55 @@ def measure(corpus: Path, out_dir: Path, repeat: int) -> dict[str, Run]:
     return {name: median(r) for name, r in runs.items()}
 
 
+ROLES = ("parent", "engine worker", "extraction workers")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU seconds of ``pid`` so far (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _is_engine(pid: int) -> bool:
+    """The engine worker is the one child that loads durable-rules' C engine."""
+    try:
+        return "durable_rules_engine" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def breakdown(cmd: list[str], every: float = 0.005) -> dict[str, float]:
+    """CPU seconds of one run by role, read from /proc while it runs (Linux; a process's
+    last few milliseconds before it ends are not seen)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: dict[int, float] = {}
+    engines: set[int] = set()
+    while proc.poll() is None:
+        for pid in [proc.pid, *_children(proc.pid)]:
+            cpu = _cpu_seconds(pid)
+            if cpu is not None:
+                seen[pid] = cpu
+                if pid != proc.pid and pid not in engines and _is_engine(pid):
+                    engines.add(pid)
+        time.sleep(every)
+    out = dict.fromkeys(ROLES, 0.0)
+    for pid, cpu in seen.items():
+        role = "parent" if pid == proc.pid else \
+            "engine worker" if pid in engines else "extraction workers"
+        out[role] += cpu
+    return out
+
+
 def corpus_points(cells: int, ranks: int, points: int) -> int:
     return cells * ranks * points
 
@@ -189,9 +238,13 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also run jsonl once more per corpus and print its CPU seconds "
+                             "by process (parent, engine worker, extraction workers; Linux)")
     args = parser.parse_args()
     scales = [int(s) for s in args.scales.split(",")]
     results: dict[tuple[str, int], dict[str, Run]] = {}
+    split: dict[tuple[str, int], dict[str, float]] = {}
     points = {c: corpus_points(c, args.ranks, args.points) for c in scales}
     with tempfile.TemporaryDirectory(prefix="kvrules-bench-") as tmp:
         for shape in args.shapes.split(","):
@@ -201,12 +254,19 @@ def main() -> None:
                 out_dir = Path(tmp) / f"out-{shape}-{cells}"
                 out_dir.mkdir()
                 results[(shape, cells)] = measure(corpus, out_dir, args.repeat)
+                if args.breakdown:
+                    split[(shape, cells)] = breakdown(kvrules_command() + [
+                        "classify", str(corpus), "--format", "jsonl", "--output",
+                        str(out_dir / "report.jsonl"), "--no-cache"])
                 shutil.rmtree(corpus)
     print(f"kvrules classify as a whole process; {args.ranks} ranks x {args.points} points "
           f"per cell; medians of {args.repeat}; python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs")
     print("\n".join(report(results, args.markdown)))
     print("\n".join(targets(results, points)))
+    for (shape, cells), roles in split.items():
+        print(f"jsonl CPU seconds by process, {shape}/{cells}: " + ", ".join(
+            f"{role} {seconds:.2f}" for role, seconds in roles.items()))
 
 
 if __name__ == "__main__":
