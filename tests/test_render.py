@@ -346,12 +346,39 @@ def _points(draw) -> "PointVerdict":
 @given(st.lists(_points(), max_size=6))
 def test_point_records_are_the_standard_library_bytes(points) -> None:
     """The formatted point records (one verdict part per class) equal the stdlib encoding of
-    the whole document and of every JSON Lines record, whatever a field holds."""
-    cell = replace(dense_cell(), points=tuple(points))
-    report = Report(POLICY, (cell,))
-    assert render_json(report) == json.dumps(report.to_dict(), indent=2,
-                                             ensure_ascii=False) + "\n"
-    lines = "".join(iter_jsonl(POLICY, [cell, cell])).split("\n")[:-1]
-    records = [p.to_dict() for p in points] + [cell.to_dict(with_points=False)]
-    expected = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in records]
-    assert lines[1:-1] == expected * 2  # (split at "\n" only: U+2028 is not a line end)
+    the whole document and of every JSON Lines record, whatever a field holds, for points
+    as objects and as the columns a classification keeps them in."""
+    from kvrules.verdicts.model import POINT_FIELDS, PointVerdicts
+    columns = [[getattr(p, name) for p in points] for name in POINT_FIELDS]
+    records = [p.to_dict() for p in points]
+    for kept in (tuple(points), PointVerdicts(columns)):
+        cell = replace(dense_cell(), points=kept)
+        report = Report(POLICY, (cell,))
+        assert render_json(report) == json.dumps(report.to_dict(), indent=2,
+                                                 ensure_ascii=False) + "\n"
+        lines = "".join(iter_jsonl(POLICY, [cell, cell])).split("\n")[:-1]
+        expected = [json.dumps(r, ensure_ascii=False, separators=(",", ":"))
+                    for r in records + [cell.to_dict(with_points=False)]]
+        assert lines[1:-1] == expected * 2  # (split at "\n" only: U+2028 is not a line end)
+
+
+def test_point_verdicts_kept_as_columns_are_the_points_they_stand_for() -> None:
+    """Equal to the tuple of the same points (both ways), one object per point however often
+    read, a lone point built without the rest, the same counts, pickled as columns."""
+    import pickle
+    from kvrules.verdicts.model import POINT_FIELDS, PointVerdicts
+    points = error_cell().points + dense_cell().points
+    kept = PointVerdicts([[getattr(p, n) for p in points] for n in POINT_FIELDS])
+    assert kept.point(2) == points[2] and kept._built is None
+    assert kept == tuple(points) and tuple(points) == kept and list(kept) == list(points)
+    assert kept[1] is kept[1] and next(iter(kept)) is kept[0] and kept[1:] == points[1:]
+    assert kept != tuple(points[:-1]) and kept != "points"
+    as_tuple, as_columns = replace(dense_cell(), points=points), replace(dense_cell(),
+                                                                         points=kept)
+    assert as_columns == as_tuple and as_columns.to_dict() == as_tuple.to_dict()
+    assert (as_columns.counts, as_columns.points_eligible) == (as_tuple.counts,
+                                                               as_tuple.points_eligible)
+    again = pickle.loads(pickle.dumps(PointVerdicts(kept.columns)))
+    assert again == kept and again._built is None
+    with pytest.raises(ValueError):
+        PointVerdicts([[1], [1, 2]] + [[0]] * (len(POINT_FIELDS) - 2))

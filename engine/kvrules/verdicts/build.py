@@ -8,6 +8,7 @@ contradictory fails closed (an error, never eligible).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
@@ -16,7 +17,7 @@ from kvrules.facts.model import CellFacts, Fact
 from kvrules.facts.points import COORDINATES, point_table
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.backend.events import Evaluation
-from kvrules.verdicts.model import CellVerdict, FailedCondition, PointVerdict, Qualification
+from kvrules.verdicts.model import CellVerdict, FailedCondition, PointVerdicts, Qualification
 
 
 def _by_type(ev: Evaluation, kind: str) -> list[Any]:
@@ -106,18 +107,20 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
                 errors.append(_problem_error(verdict.problem, bid, verdict,
                                              table.source(i)))
     ok = not errors
-    columns = zip(bids, *(table.column(name)[:n] for name in COORDINATES[1:]),
-                  table.column("native_regime")[:n], verdicts)
-    points = [PointVerdict(cell.cell_id, bid, point_type, batch, prefill, kv_read,
-                           native if isinstance(native, str) else None,
-                           v.regime if ok else None, ok and v.eligible, "ok" if ok else "error",
-                           v.decided_by if ok else None, v.trace, v.reasons)
-              for bid, point_type, batch, prefill, kv_read, native, v in columns]
+    natives = [n if isinstance(n, str) else None for n in table.column("native_regime")[:n]]
+    decided: list[Any] = [[None] * n, [False] * n, [None] * n]  # regime, eligible, by
+    if ok:
+        decided = [list(map(attrgetter(name), verdicts))
+                   for name in ("regime", "eligible", "decided_by")]
+    points = PointVerdicts([
+        [cell.cell_id] * n, bids, *(table.column(name)[:n] for name in COORDINATES[1:]),
+        natives, decided[0], decided[1], ["ok" if ok else "error"] * n, decided[2],
+        list(map(attrgetter("trace"), verdicts)), list(map(attrgetter("reasons"), verdicts))])
     cell_events = [e for e in ev.events if not e.points]
     return CellVerdict(campaign=cell.campaign, cell_id=cell.cell_id,
                        workload_kind=cell.workload_kind, status="ok" if ok else "error",
                        errors=tuple(sort_diagnostics(set(errors))),
-                       qualifications=_qualifications(cp, ev), points=tuple(points),
+                       qualifications=_qualifications(cp, ev), points=points,
                        trace=tuple(e.rule for e in cell_events))
 
 

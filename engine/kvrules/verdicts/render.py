@@ -21,8 +21,8 @@ import orjson
 
 from kvrules.artifacts.jsonio import DIGITS_AS_ZERO
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
-from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PointVerdict, PolicyIdentity,
-                                    Report, add_summaries, summarize)
+from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PointVerdict, PointVerdicts,
+                                    PolicyIdentity, Report, add_summaries, summarize)
 from kvrules.verdicts.table import (TABLE_WIDTH, TableRow, render_table_rows, table_of,
                                     table_row)
 
@@ -128,7 +128,8 @@ class PointRecords:
             return self._general(point)
         return self._formatted(columns, (point,))[0]
 
-    def _formatted(self, columns: list[list[Any]], points: Sequence[PointVerdict]) -> list[str]:
+    def _formatted(self, columns: list[Sequence[Any]], points: Sequence[PointVerdict]
+                   ) -> list[str]:
         """Records of plain points from their columns: the coordinates are formatted, the
         verdict part is looked up (encoded for its first point)."""
         (cell_ids, bids, point_types, batches, prefills, kv_reads, *verdict) = columns
@@ -151,12 +152,12 @@ class PointRecords:
         known = self._verdicts
         if len(known) > 4096:
             known.clear()
-        for key, point in dict(zip(keys, points)).items():  # a point of every distinct key
+        for key, i in dict(zip(keys, range(len(keys)))).items():  # a point of every key
             if key not in known:  # (its tail is written from the key's fields alone)
-                known[key] = self._tail(point)
+                known[key] = self._tail(_point(points, i))
         return list(map(known.__getitem__, keys))
 
-    def _strings_of(self, values: list[str]) -> Iterable[str]:
+    def _strings_of(self, values: Sequence[str]) -> Iterable[str]:
         """The JSON text of every string of a column that holds a few distinct ones (a
         cell's id, its point types), looked up in C."""
         texts = {value: self._string(value) for value in set(values)}
@@ -195,18 +196,25 @@ _COLUMNS = [(attrgetter(name), kinds) for name, kinds in (
 tail), and the classes the formatted path takes."""
 
 
-def _plain_columns(points: Sequence[PointVerdict]) -> list[list[Any]] | None:
+def _plain_columns(points: Sequence[PointVerdict]) -> list[Sequence[Any]] | None:
     """Each field's values over all points, or None when some value is not of a class the
     formatted path writes as the general encoder would: int coordinates (not bools),
     strings where strings belong, tuples of anything (the verdict part goes through the
-    general encoder; the classes also keep ``1`` and ``True`` apart in its memo)."""
-    columns = []
-    for get, kinds in _COLUMNS:
-        column = list(map(get, points))
+    general encoder; the classes also keep ``1`` and ``True`` apart in its memo). Points
+    kept as columns give theirs."""
+    kept = points.columns if isinstance(points, PointVerdicts) else None
+    columns: list[Sequence[Any]] = []
+    for n, (get, kinds) in enumerate(_COLUMNS):
+        column = kept[n] if kept is not None else list(map(get, points))
         if not set(map(type, column)) <= kinds:
             return None
         columns.append(column)
     return columns
+
+
+def _point(points: Sequence[PointVerdict], i: int) -> PointVerdict:
+    """Point ``i``, without building the others of points kept as columns."""
+    return points.point(i) if isinstance(points, PointVerdicts) else points[i]
 
 
 def _jsonl_line(record: dict[str, Any]) -> str:
