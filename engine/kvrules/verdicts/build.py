@@ -107,7 +107,8 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
                 errors.append(_problem_error(verdict.problem, bid, verdict,
                                              table.source(i)))
     ok = not errors
-    natives = [n if isinstance(n, str) else None for n in table.column("native_regime")[:n]]
+    natives = [native if isinstance(native, str) else None
+               for native in table.column("native_regime")[:n]]
     decided: list[Any] = [[None] * n, [False] * n, [None] * n]  # regime, eligible, by
     if ok:
         decided = [list(map(attrgetter(name), verdicts))
