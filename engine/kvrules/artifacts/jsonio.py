@@ -134,10 +134,14 @@ class UnreadableFile(Exception):
         self.reason = reason
 
 
+def _below(path: str, folder: str) -> bool:
+    """``path`` is ``folder`` or lies below it (both absolute and normalised)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _inside(path: Path, root: Path) -> bool:
     """True when ``path`` (as given) lies below ``root``: only such files must stay inside."""
-    given, folder = os.path.abspath(path), os.path.abspath(root)
-    return given == folder or given.startswith(folder.rstrip(os.sep) + os.sep)
+    return _below(os.path.abspath(path), os.path.abspath(root))
 
 
 _REAL_ROOTS: dict[tuple[str, int, int], str] = {}
@@ -209,12 +213,10 @@ def read_bounded(path: Path, root: Path | None = None,
             if not stat.S_ISREG(opened.st_mode):
                 raise UnreadableFile("cannot read file: not a regular file; refused "
                                      "without reading it")
-            if root is not None and _inside(path, root):
-                real, real_root = _real_path(fd, path), _real_root(root)
-                if real != real_root and \
-                        not real.startswith(real_root.rstrip(os.sep) + os.sep):
-                    raise UnreadableFile("cannot read file: refusing a symbolic link that "
-                                         "leads outside the campaign folder")
+            if root is not None and _inside(path, root) and \
+                    not _below(_real_path(fd, path), _real_root(root)):
+                raise UnreadableFile("cannot read file: refusing a symbolic link that "
+                                     "leads outside the campaign folder")
             data, size = _read_to_end(fd, opened.st_size, limit)
         finally:
             os.close(fd)

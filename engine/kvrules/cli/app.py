@@ -21,7 +21,6 @@ from kvrules.cli import aggregate, publish, readiness, verify
 from kvrules.cli import diff, explain, rules
 from kvrules.cli import report
 from kvrules.cli import cache
-from kvrules.cli.allocator import keep_freed_memory
 from kvrules.verdicts.model import KVRULES_VERSION
 
 FORMAT_ALIASES = {"table": "text", "pretty": "text"}
@@ -131,7 +130,6 @@ def main() -> None:
     for signum in STOPPED:  # SIGINT too when started in the background (inherited SIG_IGN)
         signal.signal(signum, _stop)
     sys.unraisablehook = _unraisable
-    keep_freed_memory()  # before any worker is forked: they inherit it
     try:
         app(prog_name="kvrules")
     except _Stopped as stopped:

@@ -45,8 +45,14 @@ Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, metavar="N", he
 
 
 def jobs(given: int | None) -> int:
-    """``--jobs``, or as many workers as the machine has cores for when it is omitted."""
+    """``--jobs``, or as many workers as the machine has cores for when it is omitted.
+
+    Every command that classifies asks this first, before any worker is forked: the C
+    allocator is set up here, once, for the process and the workers that inherit it (not
+    at start-up, where ``--help`` would pay for it)."""
+    from kvrules.cli.allocator import keep_freed_memory
     from kvrules.workers import default_jobs
+    keep_freed_memory()
     return default_jobs() if given is None else given
 
 

@@ -104,11 +104,11 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
     os.dup2(devnull, 2)
     faulthandler.disable()  # it may hold its own copy of the parent's stderr
     from kvrules.backend.durable import session  # durable-rules is imported here, never in the parent
-    refused: Any = None
+    refused: tuple[str, str] | None = None
     try:  # the rulesets, before the first cell arrives (the parent is preparing it)
         session.ruleset_names(cp)
     except Exception as exc:  # noqa: BLE001 - every cell's engine_failure, as below
-        refused = ("error", short(f"engine: {type(exc).__name__}: {exc}"))
+        refused = _failure(exc)
     while True:
         try:
             while not conn.poll(_PARENT_POLL):
@@ -124,11 +124,16 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
         try:
             result: Any = ("ok", session.evaluate(cp, facts))
         except Exception as exc:  # noqa: BLE001 - reported as the cell's engine_failure
-            result = ("error", short(f"engine: {type(exc).__name__}: {exc}"))
+            result = _failure(exc)
         conn.send(result)
         if session.tainted():  # the engine raised mid-session: never reuse this process
             conn.close()
             os._exit(0)
+
+
+def _failure(exc: Exception) -> tuple[str, str]:
+    """The worker's answer for an engine that raised: the cell's ``engine_failure`` text."""
+    return ("error", short(f"engine: {type(exc).__name__}: {exc}"))
 
 
 def evaluate_in_process(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
