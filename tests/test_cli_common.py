@@ -68,3 +68,45 @@ def test_a_usage_error_writes_no_partial_report_in_any_format(tmp_path) -> None:
                                "-f", fmt], capture_output=True, text=True, timeout=120)
         assert (done.returncode, done.stdout) == (2, ""), fmt
         assert "neither a campaign folder" in done.stderr
+
+
+def _slow_lines(count: int, pause: float):
+    import time
+    for n in range(count):
+        time.sleep(pause)
+        yield f"line {n}\n"
+
+
+def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
+        tmp_path, monkeypatch) -> None:
+    """The background sync leaves the closing fsync only the tail of a long report."""
+    import os
+    from kvrules.cli import common
+    calls: list[str] = []
+    real_datasync, real_sync = os.fdatasync, os.fsync
+    monkeypatch.setattr(common, "WRITEBACK_SECONDS", 0.01)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("behind"), real_datasync(fd)))
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("final"), real_sync(fd)))
+    out = tmp_path / "report.jsonl"
+    common.write_lines(_slow_lines(40, 0.005), out)
+    assert out.read_text() == "".join(f"line {n}\n" for n in range(40))
+    assert calls.count("final") == 1 and calls[-1] == "final"
+    assert calls.count("behind") >= 2
+    assert [p.name for p in tmp_path.iterdir()] == ["report.jsonl"]
+
+
+def test_a_report_cut_short_is_neither_synced_nor_renamed(tmp_path, monkeypatch) -> None:
+    import os
+    from kvrules.cli import common
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+
+    def failing():
+        yield "first\n"
+        raise RuntimeError("cut short")
+    out = tmp_path / "report.jsonl"
+    try:
+        common.write_lines(failing(), out)
+    except RuntimeError:
+        pass
+    assert synced == [] and list(tmp_path.iterdir()) == []

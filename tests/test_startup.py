@@ -77,3 +77,25 @@ def test_the_lint_checks_load_only_for_rules_check(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, cwd=tmp_path)
     assert done.stdout.splitlines()[-1] == "False", done.stderr
+
+
+def test_a_run_naming_its_command_imports_no_other_command(tmp_path: Path) -> None:
+    """typer inspects every registered command when it starts: a run builds its own only."""
+    probe = ("import sys\nfrom kvrules.cli.app import main\n"
+             "sys.argv = ['kvrules', 'classify', sys.argv[1], '-o', sys.argv[2]]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in sys.modules if m.startswith('kvrules.cli.')))")
+    done = subprocess.run([sys.executable, "-c", probe, str(EXAMPLE), str(tmp_path / "r.txt")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    commands = eval(done.stdout.splitlines()[-1])  # noqa: S307 - our own probe's list
+    assert "kvrules.cli.classify" in commands, done.stderr
+    assert not {"kvrules.cli.report", "kvrules.cli.rules", "kvrules.cli.diff",
+                "kvrules.cli.explain", "kvrules.cli.publish"} & set(commands)
+    assert (tmp_path / "r.txt").read_text().strip()
+
+
+def test_the_whole_command_line_lists_every_command() -> None:
+    from typer.main import get_command
+    from kvrules.cli import app as cli
+    group = get_command(cli.app)
+    assert list(group.commands) == [*cli.COMMANDS, *cli.GROUPS]  # type: ignore[attr-defined]
