@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -238,3 +240,24 @@ def test_diagnostic_shape_of_an_extends_error(tmp_path: Path) -> None:
     assert run_passes(str(lost)).diagnostics == [Diagnostic(
         file=f"{lost}/policy.yaml", line=4, column=12, code=codes.RULE_EXTENDS_ERROR,
         message="extends '../nowhere': no such policy directory", pointer="/policy/extends")]
+
+
+@pytest.mark.parametrize("key", ['"\\x65xtends"', '"ext\\u0065nds"', "extends"])
+def test_extends_is_found_however_the_key_is_spelled(tmp_path: Path, key: str) -> None:
+    """Reading skips YAML for files that cannot name a base; an escaped key still can."""
+    header = f'policy:\n  name: team\n  version: "1"\n  {key}: default\n'
+    folder = write(tmp_path / "team", {"policy.yaml": header,
+                                       "extra.yaml": RULE.format(rid="team.extra")})
+    label, files, errors = read_policy_sources(str(folder))
+    assert not errors and any(name.startswith("rules/") for name in files)
+    assert "team.extra" in {r.id for r in compile_policy(str(folder)).policy.rules}
+
+
+def test_a_policy_without_a_base_is_read_without_parsing_yaml(tmp_path: Path) -> None:
+    probe = ("import sys\nfrom kvrules.policy.compiler import read_policy_sources\n"
+             "label, files, errors = read_policy_sources(None)\n"
+             "print(len(files), 'yaml' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    count, parsed = done.stdout.split()
+    assert int(count) >= 2 and parsed == "False", done.stderr

@@ -55,6 +55,7 @@ def test_classify_of_valid_evidence_imports_no_arrow_and_no_schema_library(
     assert json.loads(out.read_text(encoding="utf-8"))["summary"]["cells"] == 1
     assert again & set(HEAVY) == set()  # durable-rules runs in the worker process only
     assert "pydantic" not in again  # typer before 0.29 (pyproject.toml): no adapters to build
+    assert "yaml" not in again  # the rule files are hashed, not parsed, to find the cached policy
 
 
 def test_version_names_kvrules_the_engine_and_the_shipped_policy_digest(tmp_path: Path) -> None:

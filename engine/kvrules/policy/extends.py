@@ -31,6 +31,10 @@ from kvrules.policy import codes
 from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
 from kvrules.resources import rules_dir
 
+EXTENDS_SPELLINGS = ("extends", "\\")
+"""How a YAML document can hold the key ``extends``: the word itself, or a double-quoted key
+written with escapes (``"\\x65xtends"``); no other spelling, alias, fold or tag yields it."""
+
 DEFAULT = "default"
 """The name of the shipped policy in ``extends:``."""
 MAX_DEPTH = 8
@@ -82,6 +86,12 @@ def read_layers(root: Root, label: str, reader: Reader) -> Sources:
     return out
 
 
+def _may_extend(files: dict[str, str]) -> bool:
+    """Whether a header of these files can say ``extends`` (else no YAML need be parsed to
+    read the policy: the shipped one, and most others, are read without PyYAML)."""
+    return any(spelling in text for text in files.values() for spelling in EXTENDS_SPELLINGS)
+
+
 def _identity(root: Root) -> str:
     return str(Path(root).resolve()) if isinstance(root, Path) else f"<{root.name}>"
 
@@ -91,7 +101,7 @@ def _read_chain(root: Root, label: str, reader: Reader, out: Sources,
     files, errors = reader(root, label)
     names = tuple(sorted(files))
     stack = stack + [(_identity(root), label)]
-    found = header_of(files, names)
+    found = header_of(files, names) if _may_extend(files) else None
     base = found[1].get("extends") if found else None
     if found and isinstance(base, str):
         base_root = _base_root(root, base)

@@ -10,17 +10,22 @@ would expand to more than :data:`MAX_ALIAS_NODES` nodes ("billion laughs") are r
 Only the plain JSON-like tags are accepted, and numbers the rule engine cannot represent
 (``.inf``, ``.nan``, integers beyond int64) are refused where they are written. Every
 problem is a :class:`YamlSyntaxError` with a 1-based line and column and a stable code.
+
+PyYAML is imported by the functions that parse (~15 ms): a run whose compiled policy comes
+from the cache parses no YAML and never imports it.
 """
 from __future__ import annotations
 
 import datetime
 import math
-from typing import Any
-
-import yaml
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from kvrules.facts.jsontypes import pointer as make_pointer
 from kvrules.policy import codes
+
+if TYPE_CHECKING:
+    import yaml
 
 Positions = dict[str, tuple[int, int]]
 
@@ -33,8 +38,14 @@ MAX_ALIAS_NODES = 10_000
 INT64 = (-2**63, 2**63 - 1)
 """Integers the engine compares exactly (it saturates beyond int64)."""
 
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml when available: the pure-Python parser takes about 10 s per MiB."""
+
+
+@lru_cache(maxsize=1)
+def loader() -> type:
+    """libyaml when available: the pure-Python parser takes about 10 s per MiB."""
+    import yaml
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[no-any-return]
+
 
 _TAG = "tag:yaml.org,2002:"
 COLLECTION_TAGS = {_TAG + "map", _TAG + "seq"}
@@ -69,7 +80,8 @@ def _prescan(text: str) -> None:
     stack: list[list[Any]] = []    # [anchor, node count so far]
     open_anchors: set[str] = set()
     alias_nodes = 0
-    for event in yaml.parse(text, Loader=LOADER):
+    import yaml
+    for event in yaml.parse(text, Loader=loader()):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             if len(stack) >= MAX_DEPTH:
                 raise _refuse(f"nesting deeper than {MAX_DEPTH} levels", event.start_mark,
@@ -127,6 +139,7 @@ def _scalar(node: yaml.ScalarNode, constructor: yaml.SafeLoader) -> Any:
 
 def _convert(node: yaml.Node, path: str, positions: Positions,
              constructor: yaml.SafeLoader) -> Any:
+    import yaml
     positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.ScalarNode):
         return _scalar(node, constructor)
@@ -157,7 +170,8 @@ def _convert(node: yaml.Node, path: str, positions: Positions,
 
 def _line_col(text: str, index: int) -> tuple[int, int]:
     """Line and column of a reader error; libyaml counts UTF-8 bytes, PyYAML characters."""
-    if LOADER is yaml.SafeLoader:
+    import yaml
+    if loader() is yaml.SafeLoader:
         line = text.count("\n", 0, index) + 1
         return line, index - (text.rfind("\n", 0, index) + 1) + 1
     data = text.encode("utf-8", "surrogatepass")
@@ -167,9 +181,10 @@ def _line_col(text: str, index: int) -> tuple[int, int]:
 
 def load_with_positions(text: str) -> tuple[Any, Positions]:
     """Parse one YAML document; returns (data, positions). Empty text gives None."""
+    import yaml
     try:
         _prescan(text)
-        node = yaml.compose(text, Loader=LOADER)
+        node = yaml.compose(text, Loader=loader())
         if node is None:
             return None, {}
         positions: Positions = {}
