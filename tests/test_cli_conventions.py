@@ -221,3 +221,33 @@ def test_the_table_on_an_80_column_terminal_is_the_readme_one() -> None:
         for word in ("fpm-llama31-8b-decode-tp1", "skip:dense_model_content_insensitive"):
             if word[:8] in line:
                 assert word in line
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_a_killed_run_leaves_no_worker_behind(tmp_path: Path, campaigns: list[str]) -> None:
+    """SIGKILL (or the OOM killer) gives the command no chance to stop its workers: they end
+    with it instead of waiting forever on pipes their siblings hold open."""
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify", *campaigns,
+                             "--jobs", "2", "-o", str(tmp_path / "out.jsonl")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                            env={**os.environ, "KVRULES_CACHE_DIR": str(tmp_path / "cache")})
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the engine worker and two extraction workers
+    workers = _children(proc.pid)
+    assert len(workers) == 3 and proc.poll() is None
+    proc.kill()
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and "Z" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[:1]]
+    assert alive == []

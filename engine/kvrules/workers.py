@@ -71,9 +71,10 @@ def extract_ref(ref: CellRef) -> CellFacts:
     return extract_cell(load_cell(ref))
 
 
-def _init_worker(cp: CompiledPolicy) -> None:
+def _init_worker(cp: CompiledPolicy, parent_pid: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
-    child_signals(signal.SIGINT)  # stopping the pool must just stop us; the parent owns ^C
+    child_signals(parent_pid, signal.SIGINT)  # stopping the pool must just stop us; the
+    # parent owns ^C
     os.nice(WORKER_NICENESS)
     _WORKER_POLICY[:] = [cp]
 
@@ -145,7 +146,7 @@ class ExtractionWorkers:
     def _start(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(self.policy,))
+                                   initargs=(self.policy, os.getpid()))
         try:
             with signals_deferred():  # a fork start method forks on the first submit
                 pool.submit(int).result()

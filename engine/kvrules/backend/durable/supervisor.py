@@ -52,8 +52,13 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def child_signals(*ignored: signal.Signals) -> None:
-    """In a forked child: ignore ``ignored``, then unblock what the parent held."""
+def child_signals(parent_pid: int, *ignored: signal.Signals) -> None:
+    """In a forked child: end with the parent ``parent_pid`` (one killed by SIGKILL or the
+    OOM killer leaves no worker behind, waiting forever on a pipe its siblings hold open),
+    ignore ``ignored``, then unblock what the parent held."""
+    _die_with_parent()
+    if os.getppid() != parent_pid:  # gone before we asked to go with it
+        os._exit(0)
     for sig in ignored:
         signal.signal(sig, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
@@ -95,10 +100,7 @@ def _die_with_parent() -> None:
 
 
 def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
-    _die_with_parent()
-    child_signals(signal.SIGINT, signal.SIGTERM)
-    if os.getppid() != parent_pid:
-        os._exit(0)
+    child_signals(parent_pid, signal.SIGINT, signal.SIGTERM)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
