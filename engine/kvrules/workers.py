@@ -73,8 +73,7 @@ def extract_ref(ref: CellRef) -> CellFacts:
 
 def _init_worker(cp: CompiledPolicy, parent_pid: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
-    child_signals(parent_pid, signal.SIGINT)  # stopping the pool must just stop us; the
-    # parent owns ^C
+    child_signals(parent_pid, signal.SIGINT)  # the parent owns ^C; stopping the pool stops us
     os.nice(WORKER_NICENESS)
     _WORKER_POLICY[:] = [cp]
 

@@ -39,7 +39,6 @@ INT64 = (-2**63, 2**63 - 1)
 """Integers the engine compares exactly (it saturates beyond int64)."""
 
 
-
 @lru_cache(maxsize=1)
 def loader() -> type:
     """libyaml when available: the pure-Python parser takes about 10 s per MiB."""
