@@ -43,7 +43,8 @@ INT64 = (-2**63, 2**63 - 1)
 def loader() -> type:
     """libyaml when available: the pure-Python parser takes about 10 s per MiB."""
     import yaml
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[no-any-return]
+    found: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return found
 
 
 _TAG = "tag:yaml.org,2002:"
