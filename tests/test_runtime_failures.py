@@ -24,6 +24,20 @@ def test_an_action_error_makes_the_cell_an_engine_failure_not_a_verdict(monkeypa
     assert report.exit_code == 1
 
 
+def test_an_action_that_raises_past_its_wrapper_is_recorded_and_fails_the_cell(monkeypatch):
+    """The action loop stores what an action raised in the session state, as durable's own
+    loop does, and the evaluation reads it back: never a verdict from a half-run session."""
+    def raising(rule, c):
+        raise RuntimeError(f"boom in {rule.id}")
+    monkeypatch.setattr(session, "_fire", raising)
+    report = api.classify([str(EXAMPLES / "dense-legacy-stamp-format")], api.load_policy())
+    (cell,) = report.cells
+    assert cell.status == "error"
+    assert {e.code for e in cell.errors} == {"engine_failure"}
+    assert any("exception caught boom in" in e.message for e in cell.errors)
+    assert all(not p.eligible and p.kv_seed_regime is None for p in cell.points)
+
+
 def test_more_evaluations_than_the_engine_session_limit():
     policy = api.load_policy()
     facts = extract_cell(load_cell(discover([str(EXAMPLES / "dense-native-skip-format")])[0]))
