@@ -18,8 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvrules.backend.durable import encode, host, session
-from kvrules.facts.jsontypes import canonical
+from kvrules.backend.durable import host, session
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12))
@@ -86,31 +85,6 @@ def test_engine_output_is_read_as_the_standard_module_reads_it() -> None:
     for text in ['{"a": 1, "b": [1.5, -0, "x"]}', '{"big": 123456789012345678901234567890}',
                  '{"s": "\\ud800"}', '{"k": 1, "k": 2}']:
         assert host._JsonShim.loads(text) == json.loads(text)
-
-
-contents = st.recursive(st.one_of(scalars, st.sampled_from([float("inf"), -float("inf")]),
-                                  st.text(alphabet="nul\\\"éu0\ud800", max_size=6)),
-                        lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3)), max_leaves=8)
-
-
-@settings(max_examples=500, deadline=None)
-@given(contents, contents)
-def test_container_texts_are_equal_exactly_when_the_canonical_texts_are(a: object,
-                                                                         b: object) -> None:
-    """The engine compares containers by :func:`encode.content_text` (orjson's form where
-    it is exact): equal exactly where the canonical JSON is, including non-finite floats
-    (orjson writes them as null), non-ASCII and escaped text, and integers beyond 64 bits."""
-    same = canonical(a, ascii=True) == canonical(b, ascii=True)
-    assert (encode.content_text(a) == encode.content_text(b)) == same
-    assert encode.content_text(a).isascii()
-    assert (encode.encode_container(a) == encode.encode_container(b)) == same
-
-
-def test_container_texts_keep_null_and_infinity_apart() -> None:
-    texts = {encode.content_text(v) for v in ([None], [float("inf")], [float("nan")], ["null"])}
-    assert len(texts) == 4
 
 
 POLICY_FILES = Path(__file__).parent / "files"

@@ -12,8 +12,6 @@ import hashlib
 import math
 from typing import Any
 
-import orjson
-
 from kvrules.facts.jsontypes import INT64_MAX, canonical, value_type
 
 DISCRIMINATOR = "fact_"
@@ -40,32 +38,15 @@ def encode_scalar(value: Any) -> Any:
     return encode_container(value)
 
 
-def content_text(value: Any) -> str:
-    """ASCII JSON text of a value, equal for two values exactly when their contents are.
-
-    orjson's sorted compact form costs a tenth of :func:`canonical`; it is taken only when
-    ASCII and without ``null`` (orjson writes a non-finite float as ``null``), else the
-    canonical JSON with ASCII escapes (also for what orjson refuses: integers beyond 64
-    bits, NaN/Infinity markers). Either text decodes back to its value, so two values
-    whose texts are equal have equal contents, whichever form each took."""
-    try:
-        fast = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        return canonical(value, ascii=True)
-    if not fast.isascii() or b"null" in fast:
-        return canonical(value, ascii=True)
-    return fast.decode("ascii")
-
-
 MAX_CONTAINER_TEXT = 2048
-"""Containers whose content text is longer reach the engine as a digest of it."""
+"""Containers whose canonical text is longer reach the engine as a digest of it."""
 
 
 def encode_container(value: Any) -> str:
     """A list or object as bounded ASCII text that is equal exactly when the contents are:
-    its :func:`content_text`, or a digest of it when long.
+    its canonical JSON (non-finite markers as their token), or a digest of it when long.
     Only ``eq``/``in``/refs read the content; type, length and agreement are companions."""
-    text = content_text(value)
+    text = canonical(value, ascii=True)
     if len(text) <= MAX_CONTAINER_TEXT:
         return "j:" + text
     return "h:" + hashlib.sha256(text.encode("ascii")).hexdigest()
@@ -119,7 +100,7 @@ def agreement(name: str, items: list[Any]) -> dict[str, int]:
     out = {name + AGREE_SUFFIX: 1}
     keys = sorted({k for i in items for k in i if isinstance(k, str)})
     for key in keys:
-        seen = {(value_type(i[key]), content_text(i[key])) if key in i else None for i in items}
+        seen = {(value_type(i[key]), canonical(i[key])) if key in i else None for i in items}
         out[f"{name}{AGREE_SUFFIX}_{key}"] = 1 if len(seen) == 1 else 0
     return out
 

@@ -159,8 +159,8 @@ def _flush_actions(ruleset: Any, state: dict[str, Any], pending: dict[str, Any],
     runtime's, from :class:`QuietHost`'s registry), with the engine calls of the stock
     loop in the same order: run the action, store the session state, take the next one.
     The stock loop also runs promise chains and asynchronous actions, which cost a chain
-    walk, a lease check and a callback closure per action: a tenth of the engine's time,
-    at ~37 actions per cell."""
+    walk, a lease check and a callback closure per action (~37 actions per cell): 3-4% of
+    the engine's time, measured on 200 diverse cells."""
     import durable.engine as durable_engine
     import durable_rules_engine as engine
     while "message" in pending:
