@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from helpers import EXAMPLES
-from kvrules.artifacts.fastpath import results_ok
+from kvrules.artifacts.fastpath import result_columns, results_ok
 from kvrules.artifacts.jsonio import pointer
 from kvrules.artifacts.load import read_json
-from kvrules.artifacts.model import NonFiniteNumber
+from kvrules.artifacts.model import NonFiniteNumber, ResultColumns
 from kvrules.artifacts.validate import strict_validator, validate
 from kvrules.diagnostics import ARTIFACT_INVALID, ARTIFACT_UNREADABLE, Diagnostic, evidence_error
 from kvrules.resources import load_schema
@@ -141,8 +141,10 @@ def test_results_fast_path_is_sound(edits: list[tuple[tuple[Any, ...], Any]],
         results.insert(position, json.loads(json.dumps(_BASE["results"][0])))
     data = dict(_BASE, results=results)
     errors = list(strict_validator()(load_schema("rank.schema.json")).iter_errors(data))
-    if results_ok(results):
+    columns = result_columns(results)
+    if columns is not None:
         assert errors == []
+        assert columns == ResultColumns.read(results)  # what later checks read, unchanged
 
 
 def _apply(root: Any, where: tuple[Any, ...], action: Any) -> None:

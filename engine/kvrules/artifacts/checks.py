@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from kvrules.artifacts.jsonio import pointer, render
-from kvrules.artifacts.model import Document
+from kvrules.artifacts.model import Document, ResultColumns
 from kvrules.diagnostics import (
     ARTIFACT_INCOMPLETE, ARTIFACT_INVALID, PROVENANCE_MISMATCH, RANK_SET_MISMATCH,
     RUN_IDENTITY_MISMATCH, Diagnostic, evidence_error,
@@ -37,7 +37,7 @@ def incomplete(doc: Document) -> list[Diagnostic]:
 
 def result_checks(doc: Document, kind: str | None) -> list[Diagnostic]:
     """Finite wall times, the cell's point type (when known) and ids contiguous from 1."""
-    if _results_plainly_fine(doc.data["results"], kind):
+    if _results_plainly_fine(doc.result_columns(), kind):
         return []
     out: list[Diagnostic] = []
     wrong: list[int] = []
@@ -61,15 +61,13 @@ def result_checks(doc: Document, kind: str | None) -> list[Diagnostic]:
     return out
 
 
-def _results_plainly_fine(results: list[dict[str, Any]], kind: str | None) -> bool:
+def _results_plainly_fine(columns: ResultColumns, kind: str | None) -> bool:
     """The usual case of :func:`result_checks` by columns: no result it would report
     (any doubt returns False, and the result-by-result checks then say what is wrong)."""
-    points = [result["point"] for result in results]
-    kinds = [point["point_type"] for point in points]
-    ids = sorted(point["benchmark_id"] for point in points)
-    walls = [result["fpms"][0]["wall_time"] for result in results]
+    kinds, ids = columns.point_types, columns.benchmark_ids
     return ((kind is None or kinds.count(kind) == len(kinds))
-            and all(map(math.isfinite, walls)) and ids == list(range(1, len(ids) + 1)))
+            and all(map(math.isfinite, columns.wall_times))
+            and sorted(ids) == list(range(1, len(ids) + 1)))
 
 
 def _wrong_kind(doc: Document, wrong: list[int], kind: str | None) -> Diagnostic:

@@ -3,8 +3,8 @@
 A benchmark corpus holds ~200k results; fastjsonschema spends about as long on them as
 ``json.load`` spends decoding them, which alone would eat the 2x time budget. This loop is a
 *sound under-approximation* of ``$defs/result`` in ``rank.schema.json``: when it returns
-True the items are valid under the schema; when it returns False nothing is concluded and
-the reference validator decides (and produces the precise error). Integers are exact JSON
+the items' columns they are valid under the schema; when it returns None nothing is
+concluded and the reference validator decides (and produces the precise error). Integers are exact JSON
 integers (``type(x) is int``: not ``1.0``, not ``true``), as in the strict reference
 validator of :mod:`.validate`. Keep it in step with the schema; the hypothesis
 test ``test_results_fast_path_is_sound`` guards that.
@@ -12,6 +12,8 @@ test ``test_results_fast_path_is_sound`` guards that.
 from __future__ import annotations
 
 from typing import Any
+
+from kvrules.artifacts.model import ResultColumns
 
 _POINT_TYPES = frozenset({"prefill", "decode"})
 _INTS = {int}
@@ -22,50 +24,66 @@ _POSITIVE = (0.0).__lt__
 
 
 def results_ok(results: Any) -> bool:
-    """True only if every item satisfies ``$defs/result`` (False means "ask the schema").
+    """True only if every item satisfies ``$defs/result`` (False means "ask the schema")."""
+    return result_columns(results) is not None
+
+
+def result_columns(results: Any) -> ResultColumns | None:
+    """The columns of ``results`` when every item satisfies ``$defs/result``; None means
+    "ask the schema".
 
     Field by field over the whole list: a column of values is gathered by one
-    comprehension and its classes compared as a set, so the loop runs in C.
+    comprehension and its classes compared as a set, so the loop runs in C. The columns
+    the later checks read again are kept (:class:`ResultColumns`).
     """
     if type(results) is not list:
-        return False
+        return None
     if not results:
-        return True
+        return ResultColumns([], [], [])
     if set(map(type, results)) != {dict}:
-        return False
-    points = [result.get("point") for result in results]
-    if not _points_ok(points):
-        return False
+        return None
+    points = _points_ok([result.get("point") for result in results])
+    if points is None:
+        return None
     regimes = [result.get("kv_seed_regime") for result in results]
     if not set(map(type, regimes)) <= _OPTIONAL_STRINGS or "" in regimes:
-        return False  # (absent and null are both allowed)
+        return None  # (absent and null are both allowed)
     fpms = [result.get("fpms") for result in results]
     if set(map(type, fpms)) != {list} or set(map(len, fpms)) != {1}:
-        return False
+        return None
     fpm = [f[0] for f in fpms]
     if set(map(type, fpm)) != {dict}:
-        return False
+        return None
     if set(map(type, [f.get("counter_id", 0) for f in fpm])) != _INTS or \
             set(map(type, [f.get("dp_rank", 0) for f in fpm])) != _INTS:
-        return False
+        return None
     walls = [f.get("wall_time") for f in fpm]
-    return set(map(type, walls)) <= {float, int} and all(map(_POSITIVE, walls))
+    if not set(map(type, walls)) <= {float, int} or not all(map(_POSITIVE, walls)):
+        return None
+    kinds, ids = points
+    return ResultColumns(kinds, ids, walls)
 
 
-def _points_ok(points: list[Any]) -> bool:
-    """``$defs/point`` for a whole column of points: exact types (``int`` is not ``bool``)."""
+def _points_ok(points: list[Any]) -> tuple[list[Any], list[Any]] | None:
+    """``$defs/point`` for a whole column of points: exact types (``int`` is not ``bool``);
+    the point types and benchmark ids when it holds, else None."""
     if set(map(type, points)) != {dict}:
-        return False
+        return None
     kinds = [p.get("point_type") for p in points]
     if set(map(type, kinds)) != _STRINGS or not set(kinds) <= _POINT_TYPES:
-        return False
+        return None
+    ids: list[Any] = []
     for name, least in (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
                         ("total_kv_read_tokens", 0)):
         column = [p.get(name) for p in points]
         if set(map(type, column)) != _INTS or min(column) < least:
-            return False
+            return None
+        if name == "benchmark_id":
+            ids = column
     reasons = [p.get("sample_reasons") for p in points]
     if not set(map(type, reasons)) <= {list, type(None)}:
-        return False
-    return set(map(type, [reason for listed in reasons if listed for reason in listed])
-               ) <= _STRINGS
+        return None
+    if not set(map(type, [reason for listed in reasons if listed for reason in listed])
+               ) <= _STRINGS:
+        return None
+    return kinds, ids

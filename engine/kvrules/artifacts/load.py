@@ -17,7 +17,7 @@ from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.jsonio import read_json, read_text, relpath
 from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
-from kvrules.artifacts.validate import validate
+from kvrules.artifacts.validate import checked, validate
 from kvrules.diagnostics import (
     ARTIFACT_INVALID, ARTIFACT_UNREADABLE, NO_RANK_ARTIFACTS, SIDECAR_INVALID, Diagnostic,
     evidence_error, sort_diagnostics,
@@ -184,13 +184,14 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
         if data is not None and data.get("artifact_type") == "merged":
             continue
         found += 1
+        columns = None
         if data is not None:
-            diag = validate(data, RANK_SCHEMA, rel, ARTIFACT_INVALID)
+            diag, columns = checked(data, RANK_SCHEMA, rel, ARTIFACT_INVALID)
         if diag is not None:
             diags.append(diag)
             loaded_all = False
             continue
-        doc = Document(path, rel, data)  # type: ignore[arg-type]
+        doc = Document(path, rel, data, columns)  # type: ignore[arg-type]
         docs.append(doc)
         diags.extend(checks.incomplete(doc))
     if not found and listed:

@@ -25,12 +25,41 @@ class NonFiniteNumber:
 
 
 @dataclass(frozen=True)
+class ResultColumns:
+    """Fields of a rank document's ``results``, one list per field in file order: the
+    structural check gathers them while it checks every result, and the cross checks and
+    extraction read them instead of walking a thousand results again."""
+
+    point_types: list[Any]
+    benchmark_ids: list[Any]
+    wall_times: list[Any]
+
+    @classmethod
+    def read(cls, results: list[dict[str, Any]]) -> "ResultColumns":
+        """The columns of schema-valid ``results`` (for a document the fast path did not
+        vouch for, or one built by hand)."""
+        points = [result["point"] for result in results]
+        return cls([point["point_type"] for point in points],
+                   [point["benchmark_id"] for point in points],
+                   [result["fpms"][0]["wall_time"] for result in results])
+
+
+@dataclass(frozen=True)
 class Document:
-    """One decoded JSON object and where it came from (``relpath`` is relative to the input)."""
+    """One decoded JSON object and where it came from (``relpath`` is relative to the input).
+
+    ``columns``: a rank document's result columns when validation gathered them."""
 
     path: Path
     relpath: str
     data: dict[str, Any]
+    columns: ResultColumns | None = field(default=None, compare=False, repr=False)
+
+    def result_columns(self) -> ResultColumns:
+        """The columns of this rank document's results (schema-valid: every field read is
+        there)."""
+        return self.columns if self.columns is not None else \
+            ResultColumns.read(self.data["results"])
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from fastjsonschema.draft04 import CodeGeneratorDraft04
 from fastjsonschema.draft2019 import CodeGeneratorDraft2019
 from fastjsonschema.ref_resolver import RefResolver
 
-from kvrules.artifacts.fastpath import results_ok
+from kvrules.artifacts.fastpath import result_columns
 from kvrules.artifacts.jsonio import pointer, render
 from kvrules.diagnostics import Diagnostic, evidence_error
 from kvrules.resources import load_schema
@@ -72,14 +72,15 @@ def _compile(schema: dict[str, Any]) -> Callable[[Any], None]:
     return validate
 
 
-# schema name -> (top-level array property, sound fast check of its items)
-_ITEM_FAST_PATHS: dict[str, tuple[str, Callable[[Any], bool]]] = {
-    "rank.schema.json": ("results", results_ok),
+# schema name -> (top-level array property, sound fast check of its items: what it
+# gathered when they are valid, None when the schema must decide)
+_ITEM_FAST_PATHS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "rank.schema.json": ("results", result_columns),
 }
 
 
 @lru_cache(maxsize=None)
-def _fast(name: str) -> Callable[[Any], None]:
+def _fast(name: str) -> Callable[[Any], Any]:
     """Compile a shipped schema once per process (defaults off: never touch the data).
 
     Local ``$ref``s are inlined first: fastjsonschema turns each ref into a function call
@@ -95,13 +96,15 @@ def _fast(name: str) -> Callable[[Any], None]:
         inlined["properties"][field] = {k: v for k, v in inlined["properties"][field].items()
                                         if k != "items"}
     compiled = _compile(inlined)
-    if hot is None:
-        return compiled
 
-    def run(data: Any) -> None:
+    def run(data: Any) -> Any:
         compiled(data)
-        if hot[0] in data and not hot[1](data[hot[0]]):
+        if hot is None or hot[0] not in data:
+            return None
+        gathered = hot[1](data[hot[0]])
+        if gathered is None:
             raise _AskSchema
+        return gathered
 
     return run
 
@@ -132,9 +135,14 @@ def _precise(name: str) -> Any:
 
 def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | None:
     """Return the first schema violation of ``data`` as a Diagnostic, or None when valid."""
+    return checked(data, schema, relpath, code)[0]
+
+
+def checked(data: Any, schema: str, relpath: str, code: str) -> tuple[Diagnostic | None, Any]:
+    """:func:`validate`, and what the fast path gathered on the way when it vouched for
+    ``data`` (a rank document's :class:`~kvrules.artifacts.model.ResultColumns`), else None."""
     try:
-        _fast(schema)(data)
-        return None
+        return None, _fast(schema)(data)
     except (fastjsonschema.JsonSchemaValueException, _AskSchema):
         pass
     except (TypeError, ValueError, RecursionError):
@@ -143,12 +151,14 @@ def validate(data: Any, schema: str, relpath: str, code: str) -> Diagnostic | No
     try:
         errors = sorted(_precise(schema).iter_errors(data), key=_path_key)
     except RecursionError:
-        return evidence_error(code, "the document is nested too deeply to validate", relpath)
+        return evidence_error(code, "the document is nested too deeply to validate",
+                              relpath), None
     if not errors:
-        return None
+        return None, None
     from jsonschema.exceptions import best_match
     error = best_match([e for e in errors if _path_key(e) == _path_key(errors[0])])
-    return evidence_error(code, describe(error), relpath, pointer(list(error.absolute_path)))
+    return evidence_error(code, describe(error), relpath,
+                          pointer(list(error.absolute_path))), None
 
 
 def _path_key(error: "ValidationError") -> tuple[tuple[int, int, str], ...]:
