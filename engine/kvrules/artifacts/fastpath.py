@@ -42,13 +42,22 @@ def result_columns(results: Any) -> ResultColumns | None:
         return ResultColumns([], [], [])
     if set(map(type, results)) != {dict}:
         return None
-    points = _points_ok([result.get("point") for result in results])
+    try:  # a required field missing: the schema says which
+        return _result_columns(results)
+    except KeyError:
+        return None
+
+
+def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
+    """:func:`result_columns` of a non-empty list of objects (KeyError: a required field
+    is missing; required fields are read by subscript, the cheapest read in CPython)."""
+    points = _points_ok([result["point"] for result in results])
     if points is None:
         return None
     regimes = [result.get("kv_seed_regime") for result in results]
     if not set(map(type, regimes)) <= _OPTIONAL_STRINGS or "" in regimes:
         return None  # (absent and null are both allowed)
-    fpms = [result.get("fpms") for result in results]
+    fpms = [result["fpms"] for result in results]
     if set(map(type, fpms)) != {list} or set(map(len, fpms)) != {1}:
         return None
     fpm = [f[0] for f in fpms]
@@ -57,7 +66,7 @@ def result_columns(results: Any) -> ResultColumns | None:
     if set(map(type, [f.get("counter_id", 0) for f in fpm])) != _INTS or \
             set(map(type, [f.get("dp_rank", 0) for f in fpm])) != _INTS:
         return None
-    walls = [f.get("wall_time") for f in fpm]
+    walls = [f["wall_time"] for f in fpm]
     if not set(map(type, walls)) <= {float, int} or not all(map(_POSITIVE, walls)):
         return None
     kinds, ids = points
@@ -66,16 +75,17 @@ def result_columns(results: Any) -> ResultColumns | None:
 
 def _points_ok(points: list[Any]) -> tuple[list[Any], list[Any]] | None:
     """``$defs/point`` for a whole column of points: exact types (``int`` is not ``bool``);
-    the point types and benchmark ids when it holds, else None."""
+    the point types and benchmark ids when it holds, else None (KeyError: a required
+    field is missing)."""
     if set(map(type, points)) != {dict}:
         return None
-    kinds = [p.get("point_type") for p in points]
+    kinds = [p["point_type"] for p in points]
     if set(map(type, kinds)) != _STRINGS or not set(kinds) <= _POINT_TYPES:
         return None
     ids: list[Any] = []
     for name, least in (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
                         ("total_kv_read_tokens", 0)):
-        column = [p.get(name) for p in points]
+        column = [p[name] for p in points]
         if set(map(type, column)) != _INTS or min(column) < least:
             return None
         if name == "benchmark_id":
