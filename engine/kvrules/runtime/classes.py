@@ -100,11 +100,22 @@ def _column_keys(table: PointTable, read: _Read) -> list[Any]:
         keys = _read_column(values, read.kind, read.by_shape)
         if read.raw:
             return keys
+        if keys and _constant(keys):  # the usual column: one value on every copy
+            return [_outcomes(read, values[0])] * len(keys)
         examples = dict(zip(keys, values))
-    outcomes = {key: tuple(eval_atom(atom, {} if value is MISSING else {read.name: value})
-                           for atom in read.atoms)
-                for key, value in examples.items()}
+    outcomes = {key: _outcomes(read, value) for key, value in examples.items()}
     return list(map(outcomes.__getitem__, keys))
+
+
+def _outcomes(read: _Read, value: Any) -> tuple[Any, ...]:
+    """The outcome of each of the rules' tests on one value of the field."""
+    fields = {} if value is MISSING else {read.name: value}
+    return tuple(eval_atom(atom, fields) for atom in read.atoms)
+
+
+def _constant(keys: list[Any]) -> bool:
+    """Every key equal to the first (as a dict would find them: by equality), in C."""
+    return not keys or keys.count(keys[0]) == len(keys)
 
 
 def _views_by_shape(table: PointTable) -> tuple[list[Any], dict[Any, Any]] | None:
@@ -138,18 +149,23 @@ def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], di
     holding it, which also represents its class.
     """
     columns = [_column_keys(table, read) for read in _reads(cp)]
-    combos = list(zip(*columns)) if columns else [()] * len(table)
-    first: dict[tuple[Any, ...], int] = {}
-    for n, combo in enumerate(combos):
-        if combo not in first:
-            first[combo] = n
+    varying = [column for column in columns if not _constant(column)]  # (a column the
+    if varying:  # same on every copy tells no two copies apart)
+        combos = list(zip(*varying))
+        first: dict[tuple[Any, ...], int] = {}
+        for n, combo in enumerate(combos):
+            if combo not in first:
+                first[combo] = n
+    else:  # one class (most cells)
+        combos = [()] * len(table)
+        first = {(): 0} if combos else {}
     reps: dict[tuple[Any, ...], Fact] = {}
     class_id: dict[tuple[Any, ...], str] = {}
     for combo, n in first.items():
         fact = table.fact(n)
         class_id[combo] = reps.setdefault(point_key(cp, fact.fields), fact).id
     bids = table.column("benchmark_id")[:table.n_rows]
-    class_of = {bid: class_id[combos[n]] for n, bid in enumerate(bids)}
+    class_of = dict(zip(bids, map(class_id.__getitem__, combos)))
     return list(reps.values()), class_of
 
 
