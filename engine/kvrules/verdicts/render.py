@@ -134,7 +134,7 @@ class PointRecords:
         verdict part is looked up (encoded for its first point)."""
         (cell_ids, bids, point_types, batches, prefills, kv_reads, *verdict) = columns
         rows = zip(self._strings_of(cell_ids), bids, self._strings_of(point_types), batches,
-                   prefills, kv_reads, self._tails(list(zip(*verdict)), points))
+                   prefills, kv_reads, self._tails(verdict, points))
         if self.indent:
             pad = _POINT_INDENT + "  "
             return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
@@ -146,12 +146,21 @@ class PointRecords:
                 f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},{tail}'
                 for c, b, t, n, p, k, tail in rows]
 
-    def _tails(self, keys: list[tuple[Any, ...]], points: Sequence[PointVerdict]) -> list[str]:
+    def _tails(self, verdict: list[Sequence[Any]], points: Sequence[PointVerdict]
+               ) -> list[str]:
         """The encoded verdict part of every point, by the point's verdict fields (points of
-        one class share it); the memo is emptied before a cell, never during one."""
+        one class share it; ``verdict`` holds their columns); the memo is emptied before a
+        cell, never during one."""
         known = self._verdicts
         if len(known) > 4096:
             known.clear()
+        if len(points) and all(column.count(column[0]) == len(column)  # one verdict
+                               for column in verdict):
+            key = tuple(column[0] for column in verdict)  # (the usual cell; found in C)
+            if key not in known:
+                known[key] = self._tail(_point(points, 0))
+            return [known[key]] * len(points)
+        keys = list(zip(*verdict))
         for key, i in dict(zip(keys, range(len(keys)))).items():  # a point of every key
             if key not in known:  # (its tail is written from the key's fields alone)
                 known[key] = self._tail(_point(points, i))
