@@ -100,8 +100,8 @@ def build_cell(cp: CompiledPolicy, cell: CellFacts, ev: Evaluation,
     table = point_table(cell)
     n = table.n_rows
     bids = table.column("benchmark_id")[:n]
-    verdicts = [shared[class_of[bid]] for bid in bids]
-    if not errors:
+    verdicts = list(map(shared.__getitem__, map(class_of.__getitem__, bids)))
+    if not errors and any(verdict.problem for verdict in shared.values()):
         for i, (bid, verdict) in enumerate(zip(bids, verdicts)):
             if verdict.problem:
                 errors.append(_problem_error(verdict.problem, bid, verdict,
