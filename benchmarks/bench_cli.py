@@ -6,9 +6,9 @@
 For every corpus shape and scale, in the same run: the installed ``kvrules classify CORPUS
 --format F --output FILE --no-cache`` for F in jsonl, json and text (the table) (start-up and
 policy compilation included; without the verdict cache, which would turn every repeat into a
-read of stored verdicts), and two parse-only baselines, also whole processes: read and decode every JSON
-file of the corpus with the standard ``json`` module, and with the fastest decoder installed
-(orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
+read of stored verdicts), and two parse-only baselines, also whole processes: read and decode
+every JSON file of the corpus with the standard ``json`` module, and with the fastest decoder
+installed (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
 baseline, CPU seconds (the process and the children it waited for: kvrules' engine worker
 runs beside it, on another core when there is one) and the peak RSS of each process
 (``wait4``), then the issue-9 targets as PASS/FAIL lines. The default command runs one

@@ -4,9 +4,9 @@ A benchmark corpus holds ~200k results; fastjsonschema spends about as long on t
 ``json.load`` spends decoding them, which alone would eat the 2x time budget. This loop is a
 *sound under-approximation* of ``$defs/result`` in ``rank.schema.json``: when it returns
 the items' columns they are valid under the schema; when it returns None nothing is
-concluded and the reference validator decides (and produces the precise error). Integers are exact JSON
-integers (``type(x) is int``: not ``1.0``, not ``true``), as in the strict reference
-validator of :mod:`.validate`. Keep it in step with the schema; the hypothesis
+concluded and the reference validator decides (and produces the precise error). Integers
+are exact JSON integers (``type(x) is int``: not ``1.0``, not ``true``), as in the strict
+reference validator of :mod:`.validate`. Keep it in step with the schema; the hypothesis
 test ``test_results_fast_path_is_sound`` guards that.
 """
 from __future__ import annotations

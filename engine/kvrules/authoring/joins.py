@@ -4,8 +4,9 @@ The engine only reports rules that fired. Coverage and ``explain`` also need wha
 the rules that did *not* fire. Both are answered here without touching the engine: the cell
 is evaluated exactly as ``classify`` does it (:func:`kvrules.pipeline.trace_cell`: same
 checks, point classes, session and verdict builder), and then each rule's patterns are
-replayed in order over the facts that existed in the session, using :mod:`kvrules.policy.evaluate` — the reference semantics the compiled
-engine conditions are tested against. A fact produced in a higher stratum is never shown to
+replayed in order over the facts that existed in the session, using
+:mod:`kvrules.policy.evaluate` — the reference semantics the compiled engine conditions are
+tested against. A fact produced in a higher stratum is never shown to
 a rule of a lower one, so every replayed outcome is one the engine could have seen.
 """
 from __future__ import annotations

@@ -249,7 +249,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
                negatable_with_ref=False, orders=True, witnesses=lambda o: _numbers([o]),
                describe="numeric comparison") for c in ("lt", "le", "gt", "ge")),
     Operator("exists", {"exists": Spelling("exists", _flag, lambda o: True)},
-             lambda v, o: v is not MISSING, shape_only=True, describe="the key is present (null included)"),
+             lambda v, o: v is not MISSING, shape_only=True,
+             describe="the key is present (null included)"),
     Operator("truthy", {"truthy": Spelling("truthy", _flag, lambda o: True)},
              _present(lambda v, o: bool(v)), shape_only=True, describe="Python/JSON truthiness"),
     Operator("is", {"is": Spelling("is")}, _is, _is_problem,
@@ -276,7 +277,8 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
              describe="equal to another fact's field, absent counting as equal to absent"),
     Operator("agree_on", {"agree_on": Spelling("agree_on")}, _present(_agree), _keys_problem,
              witnesses=_agree_witnesses,
-             shape_only=True, describe="a list of objects that all hold the same value for each key"),
+             shape_only=True,
+             describe="a list of objects that all hold the same value for each key"),
 )}
 """Every canonical operator, by name."""
 

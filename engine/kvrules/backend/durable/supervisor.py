@@ -105,7 +105,8 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     faulthandler.disable()  # it may hold its own copy of the parent's stderr
-    from kvrules.backend.durable import session  # durable-rules is imported here, never in the parent
+    # durable-rules is imported here, never in the parent
+    from kvrules.backend.durable import session
     refused: tuple[str, str] | None = None
     try:  # the rulesets, before the first cell arrives (the parent is preparing it)
         session.ruleset_names(cp)
