@@ -61,6 +61,13 @@ class Document:
         return self.columns if self.columns is not None else \
             ResultColumns.read(self.data["results"])
 
+    def benchmark_ids(self) -> list[Any]:
+        """The ``benchmark_id`` of every result, in file order (a hand-built document may
+        hold nothing else)."""
+        if self.columns is not None:
+            return self.columns.benchmark_ids
+        return [result["point"]["benchmark_id"] for result in self.data["results"]]
+
 
 @dataclass(frozen=True)
 class TextFile:

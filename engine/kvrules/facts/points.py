@@ -96,9 +96,7 @@ class PointTable:
     @classmethod
     def of_ranks(cls, ranks: list[Document]) -> "PointTable":
         """The table of a cell's rank documents (sorted by rank, as loading gives them)."""
-        ids = [doc.columns.benchmark_ids if doc.columns is not None else
-               [result["point"]["benchmark_id"] for result in doc.data["results"]]
-               for doc in ranks]
+        ids = [doc.benchmark_ids() for doc in ranks]
         numbers = [rank_of(doc) for doc in ranks]
         if ids and all(i == ids[0] for i in ids) and len(set(numbers)) == len(numbers) \
                 and len(set(ids[0])) == len(ids[0]):

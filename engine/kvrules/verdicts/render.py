@@ -154,16 +154,18 @@ class PointRecords:
         known = self._verdicts
         if len(known) > 4096:
             known.clear()
-        if len(points) and all(column.count(column[0]) == len(column)  # one verdict
-                               for column in verdict):
-            key = tuple(column[0] for column in verdict)  # (the usual cell; found in C)
-            if key not in known:
-                known[key] = self._tail(_point(points, 0))
-            return [known[key]] * len(points)
-        keys = list(zip(*verdict))
-        for key, i in dict(zip(keys, range(len(keys)))).items():  # a point of every key
+        keys: list[tuple[Any, ...]] | None = None
+        if len(points) and all(column.count(column[0]) == len(column)  # one verdict (the
+                               for column in verdict):  # usual cell, found in C)
+            some = {tuple(column[0] for column in verdict): 0}
+        else:
+            keys = list(zip(*verdict))
+            some = dict(zip(keys, range(len(keys))))  # a point of every key
+        for key, i in some.items():
             if key not in known:  # (its tail is written from the key's fields alone)
                 known[key] = self._tail(_point(points, i))
+        if keys is None:
+            return [known[next(iter(some))]] * len(points)
         return list(map(known.__getitem__, keys))
 
     def _strings_of(self, values: Sequence[str]) -> Iterable[str]:
