@@ -28,6 +28,7 @@ from kvrules.pipeline import Classifier, prepare
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
+from kvrules.cache.validators import prepare_validators
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.workers import ExtractionWorkers, extract_ref
 from kvrules.verdicts.model import CellVerdict, Report
@@ -223,6 +224,7 @@ class LocalExecutor:
                     yield list(classify_refs(batch, policy))
                     continue
                 if workers is None:
+                    prepare_validators()  # before the workers fork: they inherit them
                     workers = ExtractionWorkers(self.jobs, policy.compiled)
                 prepared = workers.in_order(batch)
                 yield list(policy.classifier.classify_prepared(prepared))
@@ -236,6 +238,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     total = len(refs)
     if total:
         policy.classifier.start()  # before the extraction workers fork: it holds no pipe of theirs
+        prepare_validators()  # and the workers inherit the compiled schema validators
     if jobs <= 1 or total <= 1:
         cells = (extract_ref(r) for r in refs)  # pulled one at a time by the stream
         yield from _counted(policy.classifier.classify_stream(cells), total, progress)
@@ -250,6 +253,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
 def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdict]:
     """Verdicts of discovered cells in order, in this process (what an executor's worker
     runs on a batch)."""
+    prepare_validators()
     with _batch_gc():
         cells = (extract_ref(r) for r in refs)
         yield from policy.classifier.classify_stream(cells)

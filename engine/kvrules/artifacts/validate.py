@@ -8,6 +8,7 @@ the authority on validity and whose errors carry the exact path we turn into a J
 from __future__ import annotations
 
 from functools import lru_cache
+from types import CodeType
 from typing import TYPE_CHECKING, Any, Callable
 
 import fastjsonschema
@@ -61,15 +62,15 @@ class _StrictCodeGenerator(CodeGeneratorDraft2019):
     generate_type = CodeGeneratorDraft04.generate_type
 
 
-def _compile(schema: dict[str, Any]) -> Callable[[Any], None]:
-    """``fastjsonschema.compile`` with :class:`_StrictCodeGenerator` (no defaults, no formats)."""
+def _generated_module(schema: dict[str, Any], label: str) -> CodeType:
+    """fastjsonschema's code for ``schema`` with :class:`_StrictCodeGenerator` (no defaults,
+    no formats), as one module: its imports and regexes, the functions, then ``VALIDATE``."""
     resolver = RefResolver.from_schema(schema, handlers={}, store={})
     generator = _StrictCodeGenerator(  # type: ignore[no-untyped-call]  # fastjsonschema: untyped
         schema, resolver=resolver, formats={}, use_default=False, use_formats=False)
-    state = generator.global_state
-    exec(generator.func_code, state)  # noqa: S102 - code generated from a shipped schema
-    validate: Callable[[Any], None] = state[resolver.get_scope_name()]
-    return validate
+    source = (f"{generator.global_state_code}\n{generator.func_code}\n"
+              f"VALIDATE = {resolver.get_scope_name()}\n")
+    return compile(source, f"<fast validator of {label}>", "exec")
 
 
 # schema name -> (top-level array property, sound fast check of its items: what it
@@ -79,9 +80,17 @@ _ITEM_FAST_PATHS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
-@lru_cache(maxsize=None)
-def _fast(name: str) -> Callable[[Any], Any]:
-    """Compile a shipped schema once per process (defaults off: never touch the data).
+FAST_SCHEMAS = ("rank.schema.json", "plan.schema.json", "provenance.schema.json",
+                "sidecar.schema.json")
+"""The shipped schemas evidence files are validated against (what a cache may prepare)."""
+
+_PREPARED: dict[str, Callable[[Any], None]] = {}
+"""Validators built from code compiled in an earlier run (see :func:`use_fast_validator`)."""
+
+
+def fast_validator_code(name: str) -> CodeType:
+    """The fast validator of a shipped schema, compiled (~5 ms per schema, most of a
+    worker's first cell; a cache keeps the code object for the next run).
 
     Local ``$ref``s are inlined first: fastjsonschema turns each ref into a function call
     that formats a name string per array item, which costs a third of the validation time.
@@ -95,7 +104,40 @@ def _fast(name: str) -> Callable[[Any], Any]:
         field, _ = hot
         inlined["properties"][field] = {k: v for k, v in inlined["properties"][field].items()
                                         if k != "items"}
-    compiled = _compile(inlined)
+    return _generated_module(inlined, name)
+
+
+def _validator_of(code: CodeType) -> Callable[[Any], None] | None:
+    """The ``VALIDATE`` function ``code`` defines; None when it defines none or fails."""
+    module: dict[str, Any] = {}
+    try:
+        exec(code, module)  # noqa: S102 - code generated from a shipped schema
+    except Exception:  # noqa: BLE001 - not what fast_validator_code gave: not used
+        return None
+    found = module.get("VALIDATE")
+    return found if callable(found) else None
+
+
+def use_fast_validator(name: str, code: CodeType) -> bool:
+    """Validate ``name`` with ``code`` (what :func:`fast_validator_code` gave for the same
+    schema, kvrules and fastjsonschema) in this process and its forks; False, and nothing
+    changed, when ``code`` defines no validator."""
+    found = _validator_of(code)
+    if found is None:
+        return False
+    _PREPARED[name] = found
+    _fast.cache_clear()
+    return True
+
+
+@lru_cache(maxsize=None)
+def _fast(name: str) -> Callable[[Any], Any]:
+    """A shipped schema's fast validator, built once per process (defaults off: it never
+    touches the data)."""
+    compiled = _PREPARED.get(name) or _validator_of(fast_validator_code(name))
+    if compiled is None:  # pragma: no cover - generated code always defines VALIDATE
+        raise RuntimeError(f"no fast validator generated for {name}")
+    hot = _ITEM_FAST_PATHS.get(name)
 
     def run(data: Any) -> Any:
         compiled(data)
