@@ -147,9 +147,9 @@ class ExtractionWorkers:
         pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init_worker,
                                    initargs=(self.policy, os.getpid()))
         try:
-            with signals_deferred():  # a fork start method forks on the first submit
-                pool.submit(int).result()
-        except BrokenProcessPool:
+            with signals_deferred():  # a fork start method forks on the first submit (not
+                pool.submit(int)  # waited for: a worker that cannot start breaks the pool,
+        except BrokenProcessPool:  # and its cells are then prepared here)
             _stop(pool)
             raise
         return pool

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import CodeType
+
+import fastjsonschema
 
 from kvrules.artifacts.validate import FAST_SCHEMAS, fast_validator_code, use_fast_validator
 from kvrules.cache.policies import code_fingerprint
@@ -25,10 +26,8 @@ MAX_ENTRIES = 4 * len(FAST_SCHEMAS)
 
 
 def _generator_version() -> str:
-    try:
-        return version("fastjsonschema")
-    except PackageNotFoundError:  # pragma: no cover - a dependency
-        return "unknown"
+    """fastjsonschema's version, from the module (package metadata costs a scan)."""
+    return str(getattr(fastjsonschema, "VERSION", "unknown"))
 
 
 def validator_key(name: str) -> str:
