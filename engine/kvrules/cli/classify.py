@@ -71,7 +71,6 @@ def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
     written cell by cell; the table keeps one short row per cell until the end). On a
     terminal the table fits its width; in a file or a pipe it is never wrapped."""
     from kvrules.verdicts.render import iter_github, iter_json, iter_jsonl
-    from kvrules.verdicts.table import TABLE_WIDTH, table_of
     identity = _policy_identity(policy)
     if fmt is Format.jsonl:
         return iter_jsonl(identity, cells)
@@ -79,6 +78,7 @@ def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
         return iter_json(identity, cells)
     if fmt is Format.github:
         return iter_github(cells)
+    from kvrules.verdicts.table import TABLE_WIDTH, table_of  # the table's module, for it only
     if output is None and sys.stdout.isatty():
         width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
         return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"),
