@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -137,3 +140,25 @@ def test_unwritable_cache_still_validates(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("KVRULES_CACHE_DIR", str(blocker / "cache"))  # below a file
     validators.prepare_validators()
     assert verdicts(documents())[0] is None and verdicts(documents())[1] is not None
+
+
+def test_classify_process_stores_then_reuses_validators(tmp_path: Path) -> None:
+    """As users run it: the first run writes one entry per evidence schema, a second run
+    (which reads them back) gives the same report bytes, and so does a run without cache."""
+    example = ROOT / "examples" / "dense-native-skip-format"
+    env = {**os.environ, "KVRULES_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("KVRULES_NO_CACHE", None)
+
+    def run(name: str, extra: dict[str, str] | None = None) -> bytes:
+        out = tmp_path / name
+        subprocess.run([sys.executable, "-m", "kvrules", "classify", str(example), "--format",
+                        "jsonl", "--output", str(out), "--no-cache", "--jobs", "2"],
+                       env={**env, **(extra or {})}, check=True, cwd=tmp_path)
+        return out.read_bytes()
+
+    first = run("first.jsonl")
+    stored = {p.name: p.read_bytes() for p in entries(tmp_path / "cache")}
+    assert len(stored) == len(validate.FAST_SCHEMAS)
+    assert run("second.jsonl") == first
+    assert {p.name: p.read_bytes() for p in entries(tmp_path / "cache")} == stored
+    assert run("none.jsonl", {"KVRULES_NO_CACHE": "1"}) == first
