@@ -238,3 +238,30 @@ def test_a_cell_prepared_in_a_worker_gets_the_verdict_of_the_whole_cell() -> Non
         assert sent.facts == whole.facts
         assert build_cell(cp, sent.cell, ev, sent.class_of, sent.classes) == \
             build_cell(cp, whole.cell, ev, whole.class_of, whole.classes)
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(1 << 70), max_value=1 << 70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["point", "rank"]), _JSON_VALUES), min_size=1,
+                max_size=3),
+       st.lists(st.tuples(st.sampled_from(["point", "rank"]), _JSON_VALUES), min_size=1,
+                max_size=3))
+def test_the_memo_key_is_equal_exactly_when_what_the_rules_read_is(a, b) -> None:
+    """Two cells share an evaluation only when the rules read the same values of the same
+    JSON types (``1`` is not ``true`` nor ``1.0``), whichever encoder wrote the key."""
+    from kvrules.facts.model import Fact
+    from kvrules.runtime.classes import projection, projection_key
+    cp = api.load_policy().compiled
+
+    def facts(spec: list[tuple[str, Any]]) -> list[Fact]:
+        field = {"point": "batch_size", "rank": "architectures"}
+        return [Fact(kind, f"f{n}", {field[kind]: value}) for n, (kind, value) in
+                enumerate(spec)]
+    assert (projection_key(cp, facts(a)) == projection_key(cp, facts(b))) == \
+        (projection(cp, facts(a)) == projection(cp, facts(b)))
