@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from kvrules import api
 from kvrules.artifacts.model import Document
-from kvrules.facts.model import CellFacts, PointRow
+from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.facts.points import PointTable, point_table
-from kvrules.runtime.classes import MISSING, point_classes, point_key
+from kvrules.runtime.classes import (MISSING, point_classes, point_key, projection,
+                                     projection_key)
 
 FIELDS = ("benchmark_id", "point_type", "batch_size", "total_prefill_tokens",
           "total_kv_read_tokens", "sample_reasons", "rank", "on_ranks", "views",
@@ -255,9 +256,7 @@ _JSON_VALUES = st.recursive(
 def test_the_memo_key_is_equal_exactly_when_what_the_rules_read_is(a, b) -> None:
     """Two cells share an evaluation only when the rules read the same values of the same
     JSON types (``1`` is not ``true`` nor ``1.0``), whichever encoder wrote the key."""
-    from kvrules.facts.model import Fact
-    from kvrules.runtime.classes import projection, projection_key
-    cp = api.load_policy().compiled
+    cp = POLICY.compiled
 
     def facts(spec: list[tuple[str, Any]]) -> list[Fact]:
         field = {"point": "batch_size", "rank": "architectures"}
