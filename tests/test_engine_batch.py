@@ -160,3 +160,33 @@ def test_a_pattern_without_a_fact_type_gives_a_session_every_fact() -> None:
     untyped = dict(typed, q={"all": [{"c": {"$or": [{"fact_": "a"}, {"fact_": "b"}]}}],
                              "run": "q"})
     assert types_matched(untyped) is None
+
+
+def test_one_sink_per_stratum_handles_every_fact_type_and_no_other() -> None:
+    """durable-rules refuses a fact no pattern matches; each stratum has one sink rule (two
+    patterns, whatever the number of fact types: the engine clears 8 KiB per pattern for
+    every session) that takes a fact of any catalogue type, and nothing else."""
+    from kvrules import api
+    from kvrules.backend.durable.lower import NEG_OK
+
+    cp = api.load_policy().compiled
+    kinds = sorted(cp.fact_types) + [NEG_OK]
+    names = session.ruleset_names(cp)
+    for name, definition in zip(names, cp.lowered):
+        sinks = [rule for rule in definition if rule.startswith("sink#")]
+        assert sinks == ["sink#"] and len(definition["sink#"]["all"]) == 2
+        sid = str(next(session._SIDS))
+        bare = [{"fact_": kind, "id": f"t:{kind}", "sid": sid} for kind in kinds]
+        engine = host.host()
+        session._CURRENT.append(session._Context(cp))  # for rules a bare fact fires
+        try:
+            with host.texts_kept():
+                engine.assert_facts(name, [{"fact_": "params", "id": "t:open", "sid": sid}])
+                for fact in bare:  # each alone: one refused fact would hide the others
+                    engine.assert_fact(name, fact)
+                with pytest.raises(Exception) as refused:
+                    engine.assert_fact(name, {"fact_": "no_such_type", "id": "t:x", "sid": sid})
+                assert type(refused.value).__name__ == "MessageNotHandledException"
+        finally:
+            session._CURRENT.pop()
+            engine.delete_state(name, sid)
