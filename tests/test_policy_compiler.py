@@ -200,3 +200,53 @@ def test_join_with_too_many_cases_is_rejected(tmp_path):
     found = diagnostics(tmp_path, text)
     assert [d.code for d in found] == ["rule_unsupported_error"]
     assert "more than 64" in found[0].message
+
+
+CHAINED_NEGATIONS = """\
+policy:
+  name: t
+  version: v1
+  parameters:
+    dense_synthetic_kv: {type: boolean, default: true}
+  derived:
+    hit: {fields: {n: {type: integer}}}
+    miss: {fields: {n: {type: integer}}}
+    done: {fields: {n: {type: integer}}}
+"""
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_strata_no_rule_occupies_are_closed_up_and_none_still_sees_complete_facts(
+        tmp_path, warm):
+    """Negation puts a rule two strata after the producers of what it negates; the stratum
+    between, which holds no rule, is closed up (one engine session fewer per cell each), and
+    each ``none`` still decides on every fact it negates, derived in the session before."""
+    from kvrules.backend.durable import evaluate_in_process
+    from kvrules.facts.model import Fact
+
+    write(tmp_path, """\
+        rules:
+          - id: r.hit
+            description: d
+            reason: r
+            when: [{fact: warmup, where: {enabled: true}}]
+            then: {derive: {fact: hit, set: {n: 1}}}
+          - id: r.miss
+            description: d
+            reason: r
+            when: [{fact: cell}, {none: {fact: hit}}]
+            then: {derive: {fact: miss, set: {n: 2}}}
+          - id: r.done
+            description: d
+            reason: r
+            when: [{fact: cell}, {none: {fact: miss}}]
+            then: {derive: {fact: done, set: {n: 3}}}
+        """, CHAINED_NEGATIONS)
+    cp = compile_policy(tmp_path)
+    assert cp.strata == {"r.hit": 1, "r.miss": 2, "r.done": 3}  # 1, 3, 5 before closing up
+    assert len(cp.lowered) == 3
+    facts = [Fact("cell", "cell", {"workload_kind": "decode"}),
+             Fact("warmup", "w0", {"rank": 0, "enabled": warm})]
+    ev = evaluate_in_process(cp, facts)
+    assert ev.failures == []
+    assert sorted(e.rule for e in ev.events) == (["r.done", "r.hit"] if warm else ["r.miss"])

@@ -379,7 +379,11 @@ def check_types(state: CompileState) -> None:
 
 
 def stratify(state: CompileState) -> None:
-    """Assign each rule a stratum so every ``none`` sees complete facts (no negation cycles)."""
+    """Assign each rule a stratum so every ``none`` sees complete facts (no negation cycles).
+
+    A rule with ``none`` comes at least two strata after the producers of its negated facts
+    (the backend tests its patterns in the stratum before it, which must then see them
+    complete). A stratum that no rule occupies is then closed up (:func:`_closed_up`)."""
     policy = state.policy
     assert policy is not None
     producers: dict[str, list[str]] = {}
@@ -408,7 +412,17 @@ def stratify(state: CompileState) -> None:
                                 f"'{rule.id}' depends on itself through 'none'", rule.loc,
                                 rule.pointer, rule.id)
                     return
-    state.strata = strata
+    state.strata = _closed_up(strata)
+
+
+def _closed_up(strata: dict[str, int]) -> dict[str, int]:
+    """The same order of strata without the ones no rule occupies (each costs the backend
+    a session per cell). A rule's ``none`` stays correct: its patterns are tested in the
+    stratum before it, and a stratum left empty produced nothing, so that one now sees the
+    same facts, the last of them derived in that very session (which runs to quiescence
+    before its tests are read)."""
+    rank = {old: new for new, old in enumerate(sorted(set(strata.values())), start=1)}
+    return {rule: rank[k] for rule, k in strata.items()}
 
 
 Pass = Callable[[CompileState], None]

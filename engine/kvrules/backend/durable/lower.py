@@ -335,7 +335,8 @@ def lower_to_durable(state: CompileState) -> None:
         k = state.strata[rule.id] - 1
         try:
             rulesets[k].update(lower_rule(rule))
-            if rule.negatives:
+            if rule.negatives:  # stratify never puts such a rule first
+                assert k >= 1, f"rule {rule.id} with 'none' in the first stratum"
                 rulesets[k - 1].update(lower_probes(rule))
         except ValueError as exc:
             state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
