@@ -13,6 +13,7 @@ in benchmark_id order), then the copies on every other rank in file order.
 from __future__ import annotations
 
 import operator
+import pickle
 from collections.abc import Sequence
 from typing import Any, Iterator, overload
 
@@ -63,12 +64,36 @@ the rank, the ranks holding its benchmark_id, and the index of its reported row 
 reported row itself)."""
 
 
+_RARE = ("_reasons", "_files", "_positions", "_indexes", "_ranks", "_held", "_row")
+"""Columns read only to build a copy's whole fact or name its source, never for the report's
+coordinates: a pickled table carries them packed, unpacked on their first use."""
+
+
 class PointTable:
     """Every copy of every point of one cell (see the module docstring for the order).
 
     It holds columns of the values found, not the documents: the raw files are freed once
     the cell is extracted, and a table crosses to another process as a few flat lists.
     """
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The columns, the rarely read ones (:data:`_RARE`) packed into one string: a
+        worker's table is unpickled by the parent, which mostly reads coordinates (the
+        packed lists of lists cost it a third of the unpickling)."""
+        state = dict(self.__dict__)
+        if "_packed" not in state and all(name in state for name in _RARE):
+            rare = tuple(state.pop(name) for name in _RARE)
+            state["_packed"] = pickle.dumps(rare, protocol=pickle.HIGHEST_PROTOCOL)
+        return state
+
+    def __getattr__(self, name: str) -> Any:
+        """A packed column, unpacked with the others on the first use of one (reached only
+        for an attribute the table does not have)."""
+        packed = self.__dict__.pop("_packed", None) if name in _RARE else None
+        if packed is None:
+            raise AttributeError(name)
+        self.__dict__.update(zip(_RARE, pickle.loads(packed)))
+        return self.__dict__[name]
 
     def __init__(self, copies: list[Copy], n_rows: int) -> None:
         """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
