@@ -190,3 +190,35 @@ def test_one_sink_per_stratum_handles_every_fact_type_and_no_other() -> None:
         finally:
             session._CURRENT.pop()
             engine.delete_state(name, sid)
+
+
+def _agreement_by_text(name: str, items: list[object]) -> dict[str, int]:
+    """``encode.agreement`` as first written: items agree on a key when the JSON type and
+    canonical text of their values are equal (or all lack it)."""
+    from kvrules.backend.durable.encode import AGREE_SUFFIX
+    from kvrules.facts.jsontypes import canonical, value_type
+
+    if not all(isinstance(i, dict) for i in items):
+        return {name + AGREE_SUFFIX: 0}
+    out = {name + AGREE_SUFFIX: 1}
+    for key in sorted({k for i in items for k in i if isinstance(k, str)}):  # type: ignore
+        seen = {(value_type(i[key]), canonical(i[key])) if key in i else None  # type: ignore
+                for i in items}
+        out[f"{name}{AGREE_SUFFIX}_{key}"] = 1 if len(seen) == 1 else 0
+    return out
+
+
+confusable = st.one_of(st.sampled_from([0, 1, -0.0, 0.0, 1.0, True, False, None, "1", "",
+                                         2**63, 2**63 + 1, [1], [True], {"a": 1}, {"a": 1.0}]),
+                       scalars)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.dictionaries(st.sampled_from("abc"), confusable, max_size=3),
+                          confusable), max_size=4))
+def test_agreement_flags_are_those_of_the_values_json_type_and_text(items: list[object]) -> None:
+    """Values of a plain class are compared as themselves, not written out: the flags are
+    still exactly those of comparing JSON types and canonical texts (1 vs True vs 1.0,
+    0.0 vs -0.0, 2**63 as bigint)."""
+    from kvrules.backend.durable.encode import agreement
+    assert agreement("views", items) == _agreement_by_text("views", items)

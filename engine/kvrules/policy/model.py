@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -108,12 +109,14 @@ class Rule:
     pointer: str
     file: str
 
-    @property
+    @cached_property
     def positives(self) -> tuple[Pattern, ...]:
+        """The patterns that must match (read on every firing of the rule)."""
         return tuple(p for p in self.patterns if not p.negated)
 
-    @property
+    @cached_property
     def negatives(self) -> tuple[Pattern, ...]:
+        """The ``none`` patterns."""
         return tuple(p for p in self.patterns if p.negated)
 
 

@@ -100,9 +100,24 @@ def agreement(name: str, items: list[Any]) -> dict[str, int]:
     out = {name + AGREE_SUFFIX: 1}
     keys = sorted({k for i in items for k in i if isinstance(k, str)})
     for key in keys:
-        seen = {(value_type(i[key]), canonical(i[key])) if key in i else None for i in items}
+        seen = {_agreeing(i[key]) if key in i else None for i in items}
         out[f"{name}{AGREE_SUFFIX}_{key}"] = 1 if len(seen) == 1 else 0
     return out
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _agreeing(value: Any) -> tuple[Any, Any]:
+    """What two values must share to agree: JSON type and content. A string, integer,
+    boolean or null is its class and itself (equal exactly when type and text are), a
+    float its text; only a container is written out (the engine's hot path: ``views``)."""
+    cls = value.__class__
+    if cls in _PLAIN:
+        return cls, value
+    if cls is float:
+        return cls, repr(value)
+    return value_type(value), canonical(value)
 
 
 def absent_marker(name: str) -> dict[str, Any]:
