@@ -222,3 +222,29 @@ def test_agreement_flags_are_those_of_the_values_json_type_and_text(items: list[
     0.0 vs -0.0, 2**63 as bigint)."""
     from kvrules.backend.durable.encode import agreement
     assert agreement("views", items) == _agreement_by_text("views", items)
+
+
+definitions = st.recursive(
+    st.one_of(scalars, st.sampled_from([float("nan"), float("inf"), (1, "a"), 2**64])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=4), inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), definitions, max_size=4))
+def test_a_ruleset_definition_is_copied_whole_and_apart(definition: dict[str, object]) -> None:
+    """durable-rules edits the definition it registers: it gets a copy equal to the policy's
+    (by JSON round trip where that is exact, deepcopy where not: NaN, tuples, big integers)
+    that shares no container with it."""
+    import copy
+    copied = host._copied(definition)
+    assert repr(copied) == repr(copy.deepcopy(definition))  # NaN != NaN: compare the text
+
+    def containers(value: object) -> list[int]:
+        if isinstance(value, dict):
+            return [id(value)] + [i for v in value.values() for i in containers(v)]
+        if isinstance(value, list):
+            return [id(value)] + [i for v in value for i in containers(v)]
+        return []
+    assert not set(containers(copied)) & set(containers(definition))

@@ -190,6 +190,18 @@ def _flush_actions(ruleset: Any, state: dict[str, Any], pending: dict[str, Any],
         pending["message"] = _loads(following)
 
 
+def _copied(definition: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a ruleset definition (durable-rules edits the one it is given):
+    orjson's round trip, in C, when it gives back an equal value (not for what JSON cannot
+    hold as it is: a non-finite float, a tuple, an integer beyond 64 bits), else
+    ``copy.deepcopy``, four times slower on the shipped policy."""
+    try:
+        copied = orjson.loads(orjson.dumps(definition))
+    except (TypeError, orjson.JSONEncodeError):
+        return copy.deepcopy(definition)
+    return copied if copied == definition else copy.deepcopy(definition)  # type: ignore[no-any-return]
+
+
 def _quiet_host_class() -> type:
     """QuietHost, defined on first use: durable-rules is imported only by the process that
     runs the engine (the supervised worker), never merely by importing kvrules."""
@@ -218,7 +230,7 @@ def _quiet_host_class() -> type:
                      actions: dict[str, Action]) -> None:
             """Register one ruleset under a unique name; ``definition`` is deep-copied."""
             self.actions.update(actions)
-            self.register_rulesets({name: copy.deepcopy(definition)})
+            self.register_rulesets({name: _copied(definition)})
 
     return QuietHost
 
