@@ -227,10 +227,11 @@ class PointTable:
         if name in self._coordinates:
             return list(self._coordinates[name])
         if name == "native_regime":
+            if _ABSENT not in self._natives:  # (found in C: the usual column)
+                return list(self._natives)
             return [absent if n is _ABSENT else n for n in self._natives]
         if name == "native_skip_reason":
-            return [n[len(SKIP):] if n.__class__ is str and n.startswith(SKIP) else absent
-                    for n in self._natives]  # (_skip_reason, without a call per copy)
+            return _skip_reasons(self._natives, absent)
         if name == "sample_reasons":
             return [r or [] for r in self._reasons]
         if name == "rank":
@@ -368,6 +369,15 @@ class PointRows(Sequence[PointRow]):
 
     def __iter__(self) -> Iterator[PointRow]:
         return (PointRow(self.table.fact(n)) for n in range(self.start, self.stop))
+
+
+def _skip_reasons(natives: list[Any], absent: Any) -> list[Any]:
+    """:func:`_skip_reason` of every copy's native regime, worked out once per distinct
+    regime when no two classes of the column hold equal values (a cell has a few)."""
+    if set(map(type, natives)) <= _UNCONFUSED:
+        reasons = {native: _skip_reason(native, absent) for native in set(natives)}
+        return list(map(reasons.__getitem__, natives))
+    return [_skip_reason(native, absent) for native in natives]
 
 
 def point_table(cell: CellFacts) -> PointTable:
