@@ -83,6 +83,27 @@ def test_an_edited_rule_file_is_recompiled(cache: Path, compiles: list[object],
     assert after.identity.digest != before.identity.digest
 
 
+def test_an_edited_shipped_rule_file_is_recompiled(cache: Path, compiles: list[object],
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped policy is keyed by its files' names, sizes and modification times (as
+    the code is), not by reading them: a file edited in place is still seen."""
+    from kvrules.policy import compiler
+    shipped = tmp_path / "shipped"
+    shutil.copytree(Path(str(rules_dir())), shipped)
+    monkeypatch.setattr(policies, "rules_dir", lambda: shipped)
+    monkeypatch.setattr(compiler, "rules_dir", lambda: shipped)
+    before = api.load_policy()
+    assert api.load_policy().identity == before.identity and len(compiles) == 1
+    target = shipped / "regime.yaml"
+    target.write_text(target.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    after = api.load_policy()
+    assert len(compiles) == 2 and after.identity.digest != before.identity.digest
+    stamp = target.stat()
+    os.utime(target, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    assert api.load_policy().identity == after.identity and len(compiles) == 3
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte", "garbage payload",
                                     "foreign key", "not a policy"])
 def test_a_corrupt_entry_is_recompiled_and_rewritten(cache: Path, compiles: list[object],

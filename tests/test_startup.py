@@ -27,15 +27,17 @@ except SystemExit:
 finally:
     loaded = sorted({m.split(".")[0] for m in sys.modules})
     sys.__stderr__.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+    sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
 """
 
 
-def loaded_by(args: list[str], tmp_path: Path) -> set[str]:
+def loaded_by(args: list[str], tmp_path: Path, tag: str = "LOADED") -> set[str]:
+    """The top-level packages a whole-process run imported (``tag`` MODULES: every module)."""
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(args)], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path)
-    marker = [line for line in done.stderr.splitlines() if line.startswith("LOADED ")]
+    marker = [line for line in done.stderr.splitlines() if line.startswith(tag + " ")]
     assert marker, done.stderr[-2000:]
-    return set(json.loads(marker[-1][len("LOADED "):]))
+    return set(json.loads(marker[-1][len(tag) + 1:]))
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["classify", "--help"],
@@ -56,6 +58,8 @@ def test_classify_of_valid_evidence_imports_no_arrow_and_no_schema_library(
     assert again & set(HEAVY) == set()  # durable-rules runs in the worker process only
     assert "pydantic" not in again  # typer before 0.29 (pyproject.toml): no adapters to build
     assert "yaml" not in again  # the rule files are hashed, not parsed, to find the cached policy
+    compiling = {"kvrules.policy.compiler", "kvrules.policy.extends"}
+    assert loaded_by(args, tmp_path, "MODULES") & compiling == set()  # nor compiled
 
 
 def test_version_names_kvrules_the_engine_and_the_shipped_policy_digest(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
@@ -25,26 +25,38 @@ from kvrules.facts.points import point_table
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.compiled import compile_rules
-from kvrules.policy.compiler import PASSES as POLICY_PASSES, Pass
 from kvrules.runtime.classes import point_classes, projection_key
 from kvrules.backend import durable
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
+if TYPE_CHECKING:
+    from kvrules.policy.compiler import Pass
+
 MEMO_SIZE = 64
 """Evaluations kept for cells the rules cannot tell apart (least recently used first out).
 An evaluation is ~25 KB; a campaign has a handful of distinct cells, an archive of distinct
 cells gains nothing from a longer memory (256 cost 6 MiB of peak RSS and no hit)."""
 
-PASSES: tuple[tuple[str, Pass], ...] = POLICY_PASSES + durable.PASSES
-"""Every compiler pass: the policy's own, then the backend's (limits, lowering)."""
+def passes() -> tuple[tuple[str, Pass], ...]:
+    """Every compiler pass: the policy's own, then the backend's (limits, lowering). The
+    compiler is imported on this call: a run that finds its policy cached never needs it
+    (``PASSES``, an attribute of this module, gives the same tuple)."""
+    from kvrules.policy.compiler import PASSES as POLICY_PASSES
+    return POLICY_PASSES + durable.PASSES
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PASSES":
+        return passes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compile_policy(source: str | Path | Traversable | None = None,
                    parameters: dict[str, Any] | None = None) -> CompiledPolicy:
     """Compile a policy for the durable-rules backend (raises KvrulesUsageError)."""
-    return compile_rules(source, parameters, PASSES)
+    return compile_rules(source, parameters, passes())
 
 
 def catalogue_problems(cp: CompiledPolicy, facts: list[Fact]) -> list[Diagnostic]:

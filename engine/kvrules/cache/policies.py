@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.policy.compiler import read_policy_layers
+from kvrules.resources import rules_dir
 from kvrules.verdicts.model import KVRULES_VERSION
 from kvrules.cache.store import cache_root, prune, read_entry, touch, write_entry
 
@@ -37,31 +37,64 @@ MAX_ENTRIES = 32
 def code_fingerprint() -> str:
     """sha256 over the name, size and mtime of every module of the installed kvrules."""
     h = hashlib.sha256(f"{KVRULES_VERSION}\0{sys.version}\0".encode())
-    for dirpath, dirnames, filenames in os.walk(_PACKAGE):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(dirpath, name))
-                rel = os.path.relpath(os.path.join(dirpath, name), _PACKAGE)
-                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    _stamp_modules(h, str(_PACKAGE), "")
     return h.hexdigest()
+
+
+def _stamp_modules(h: Any, folder: str, rel: str) -> None:
+    """Feed ``h`` each ``*.py`` below ``folder`` as ``rel/name``, size and mtime, in name
+    order, folders after the files beside them (the order ``os.walk`` gave)."""
+    with os.scandir(folder) as found:
+        entries = sorted(found, key=lambda e: e.name)
+    for entry in entries:
+        if entry.name.endswith(".py") and entry.is_file():
+            st = entry.stat()
+            h.update(f"{rel}{entry.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for entry in entries:
+        if entry.is_dir() and entry.name != "__pycache__":
+            _stamp_modules(h, entry.path, f"{rel}{entry.name}{os.sep}")
 
 
 def policy_key(source: PolicySource, parameters: dict[str, Any] | None,
                compiler: str) -> str | None:
-    """The cache key of a policy, or None when its files cannot all be read cleanly."""
-    try:
-        sources = read_policy_layers(source)
-    except (KvrulesUsageError, OSError):
-        return None
-    if sources.errors or sources.diagnostics:
-        return None
-    h = hashlib.sha256(f"{code_fingerprint()}\0{compiler}\0{sources.label}\0".encode())
-    for name in sorted(sources.files):
-        h.update(name.encode("utf-8", "surrogatepass") + b"\0")
-        h.update(sources.files[name].encode("utf-8", "surrogatepass") + b"\0")
+    """The cache key of a policy, or None when its files cannot all be read cleanly.
+
+    The shipped policy is part of the installed kvrules: like its modules, its files are
+    known by name, size and modification time (:func:`_shipped_stamp`), not read. Any
+    other policy is read, with the policies it extends, and known by its contents."""
+    shipped = _shipped_stamp() if source is None else None
+    if shipped is not None:
+        h = hashlib.sha256(f"{code_fingerprint()}\0{compiler}\0shipped\0{shipped}".encode())
+    else:
+        from kvrules.policy.compiler import read_policy_layers  # (compiler: see compiled)
+        try:
+            sources = read_policy_layers(source)
+        except (KvrulesUsageError, OSError):
+            return None
+        if sources.errors or sources.diagnostics:
+            return None
+        h = hashlib.sha256(f"{code_fingerprint()}\0{compiler}\0{sources.label}\0".encode())
+        for name in sorted(sources.files):
+            h.update(name.encode("utf-8", "surrogatepass") + b"\0")
+            h.update(sources.files[name].encode("utf-8", "surrogatepass") + b"\0")
     h.update(json.dumps(parameters or {}, sort_keys=True).encode())
     return h.hexdigest()
+
+
+def _shipped_stamp() -> str | None:
+    """Name, size and modification time of each file the shipped policy is read from
+    (``*.yaml``/``*.yml`` of its folder, as the compiler reads it); None when the folder is
+    not plain files on disk (then the files themselves are read)."""
+    folder = rules_dir()
+    if not isinstance(folder, Path):
+        return None
+    try:
+        with os.scandir(folder) as entries:
+            stamps = sorted((e.name, e.stat()) for e in entries
+                            if e.name.endswith((".yaml", ".yml")) and e.is_file())
+    except OSError:
+        return None
+    return "".join(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0" for name, st in stamps)
 
 
 def _load(path: Path, key: str) -> CompiledPolicy | None:

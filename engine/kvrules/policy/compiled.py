@@ -7,12 +7,15 @@ from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy import codes
-from kvrules.policy.compiler import (PASSES, CompileState, Pass, policy_digest, run_passes,
-                                     template_refs)
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Atom, Policy, PolicyIdentity, Ref, Rule
+
+if TYPE_CHECKING:  # the compiler is imported to compile, not to use a cached policy
+    from kvrules.policy.compiler import CompileState, Pass
 
 
 @dataclass
@@ -35,6 +38,7 @@ class CompiledPolicy:
 
 
 def _analyse(cp: CompiledPolicy) -> None:
+    from kvrules.policy.compiler import template_refs
     read: dict[str, set[str]] = {t: set() for t in cp.fact_types}
     targets: dict[str, set[str]] = {t: set() for t in cp.fact_types}
     raw_point: set[str] = set()
@@ -103,11 +107,13 @@ def resolve_parameters(policy: Policy, overrides: dict[str, Any] | None) -> dict
 
 def compile_rules(source: str | Path | Traversable | None = None,
                   parameters: dict[str, Any] | None = None,
-                  passes: tuple[tuple[str, Pass], ...] = PASSES) -> CompiledPolicy:
+                  passes: tuple[tuple[str, Pass], ...] | None = None) -> CompiledPolicy:
     """Compile a policy directory or raise KvrulesUsageError carrying every diagnostic.
 
-    ``passes`` are the policy's passes plus a backend's (see kvrules.pipeline)."""
-    state: CompileState = run_passes(source, passes)
+    ``passes`` are the policy's passes plus a backend's (see kvrules.pipeline); None: the
+    policy's own."""
+    from kvrules.policy.compiler import PASSES, policy_digest, run_passes
+    state: CompileState = run_passes(source, PASSES if passes is None else passes)
     if state.failed or state.policy is None:
         errors = [d for d in state.diagnostics if d.severity == "error"]
         first = errors[0] if errors else None

@@ -199,7 +199,7 @@ def _copied(definition: dict[str, Any]) -> dict[str, Any]:
         copied = orjson.loads(orjson.dumps(definition))
     except (TypeError, orjson.JSONEncodeError):
         return copy.deepcopy(definition)
-    return copied if copied == definition else copy.deepcopy(definition)  # type: ignore[no-any-return]
+    return copied if copied == definition else copy.deepcopy(definition)
 
 
 def _quiet_host_class() -> type:

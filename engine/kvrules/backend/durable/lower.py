@@ -8,17 +8,19 @@ candidate binding without a witness. durable's own ``$not`` is never used.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kvrules.policy.evaluate import atoms, atoms as atoms_of
 from kvrules.policy import codes
-from kvrules.policy.compiler import CompileState, Pass
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.policy.operators import OPERATORS
 from kvrules.backend.durable.encode import (ABSENT_MARK, AGREE_SUFFIX, DISCRIMINATOR,
                                            LENGTH_SUFFIX, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
                                            companion, encode_scalar, escape_prefix)
 from kvrules.facts.jsontypes import value_type
+
+if TYPE_CHECKING:  # compiler passes: the compiler itself runs only to compile
+    from kvrules.policy.compiler import CompileState, Pass
 
 ABSENT_TAG = "absent"
 NEG_OK = "neg_ok"
