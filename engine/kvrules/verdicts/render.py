@@ -128,23 +128,47 @@ class PointRecords:
             return self._general(point)
         return self._formatted(columns, (point,))[0]
 
+    def lines(self, points: Sequence[PointVerdict]) -> str:
+        """The JSON Lines text of a cell's points, every record ending in a newline, joined
+        once: a class's verdict part (most of a record) goes into the text without being
+        copied into a record string of its own first."""
+        columns = _plain_columns(points)
+        if columns is None or self.indent:
+            return "".join(record + "\n" for record in self.records(points))
+        coordinates, verdict = columns[:6], columns[6:]
+        tails = self._tails(verdict, points)
+        ended = {tail: tail + "\n" for tail in set(tails)}
+        parts = [""] * (2 * len(tails))
+        parts[::2] = self._heads(coordinates)
+        parts[1::2] = map(ended.__getitem__, tails)
+        return "".join(parts)
+
     def _formatted(self, columns: list[Sequence[Any]], points: Sequence[PointVerdict]
                    ) -> list[str]:
         """Records of plain points from their columns: the coordinates are formatted, the
         verdict part is looked up (encoded for its first point)."""
-        (cell_ids, bids, point_types, batches, prefills, kv_reads, *verdict) = columns
+        coordinates, verdict = columns[:6], columns[6:]
+        tails = self._tails(verdict, points)
+        if not self.indent:
+            return list(map(str.__add__, self._heads(coordinates), tails))
+        (cell_ids, bids, point_types, batches, prefills, kv_reads) = coordinates
         rows = zip(self._strings_of(cell_ids), bids, self._strings_of(point_types), batches,
-                   prefills, kv_reads, self._tails(verdict, points))
-        if self.indent:
-            pad = _POINT_INDENT + "  "
-            return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
-                    f'{pad}"benchmark_id": {b},\n{pad}"point_type": {t},\n'
-                    f'{pad}"batch_size": {n},\n{pad}"total_prefill_tokens": {p},\n'
-                    f'{pad}"total_kv_read_tokens": {k},\n{tail}'
-                    for c, b, t, n, p, k, tail in rows]
-        return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
-                f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},{tail}'
+                   prefills, kv_reads, tails)
+        pad = _POINT_INDENT + "  "
+        return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
+                f'{pad}"benchmark_id": {b},\n{pad}"point_type": {t},\n'
+                f'{pad}"batch_size": {n},\n{pad}"total_prefill_tokens": {p},\n'
+                f'{pad}"total_kv_read_tokens": {k},\n{tail}'
                 for c, b, t, n, p, k, tail in rows]
+
+    def _heads(self, coordinates: list[Sequence[Any]]) -> list[str]:
+        """The JSON Lines records' beginnings, up to the verdict part: kind and coordinates."""
+        (cell_ids, bids, point_types, batches, prefills, kv_reads) = coordinates
+        return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
+                f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},'
+                for c, b, t, n, p, k in zip(self._strings_of(cell_ids), bids,
+                                            self._strings_of(point_types), batches, prefills,
+                                            kv_reads)]
 
     def _tails(self, verdict: list[Sequence[Any]], points: Sequence[PointVerdict]
                ) -> list[str]:
@@ -245,10 +269,10 @@ def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
     yield _jsonl_line({"kind": "report", "kvrules_version": kvrules_version,
                        "policy": policy.to_dict()})
     total = summarize([])
-    records = PointRecords(indent=False).records
+    lines = PointRecords(indent=False).lines
     for cell in cells:
         if cell.points:
-            yield "\n".join(records(cell.points)) + "\n"
+            yield lines(cell.points)
         yield _jsonl_line(cell.to_dict(with_points=False))
         total = add_summaries(total, summarize([cell]))
     yield _jsonl_line(total.to_dict())
