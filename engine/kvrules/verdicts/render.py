@@ -23,8 +23,6 @@ from kvrules.artifacts.jsonio import DIGITS_AS_ZERO
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
 from kvrules.verdicts.model import (KVRULES_VERSION, CellVerdict, PointVerdict, PointVerdicts,
                                     PolicyIdentity, Report, add_summaries, summarize)
-from kvrules.verdicts.table import (TABLE_WIDTH, TableRow, render_table_rows, table_of,
-                                    table_row)
 
 DiagnosticFormat = Literal["text", "json", "github"]
 DIAGNOSTIC_FORMATS: tuple[DiagnosticFormat, ...] = ("text", "json", "github")
@@ -278,8 +276,21 @@ def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
     yield _jsonl_line(total.to_dict())
 
 
+_TABLE_NAMES = ("TABLE_WIDTH", "TableRow", "render_table_rows", "table_of", "table_row")
+"""Names of :mod:`kvrules.verdicts.table` this module also offers, imported on first use (a
+machine-readable report never loads the table's module)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TABLE_NAMES:
+        from kvrules.verdicts import table
+        return getattr(table, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def render_table(report: Report, width: int | None = None, color: bool = False) -> str:
     """The human table of ``report`` (see :mod:`kvrules.verdicts.table`)."""
+    from kvrules.verdicts.table import render_table_rows, table_row
     return render_table_rows(report.policy, [table_row(c) for c in report.cells],
                              report.summary, width, color)
 
