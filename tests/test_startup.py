@@ -58,7 +58,7 @@ def test_classify_of_valid_evidence_imports_no_arrow_and_no_schema_library(
     assert again & set(HEAVY) == set()  # durable-rules runs in the worker process only
     assert "pydantic" not in again  # typer before 0.29 (pyproject.toml): no adapters to build
     assert "yaml" not in again  # the rule files are hashed, not parsed, to find the cached policy
-    compiling = {"kvrules.policy.compiler", "kvrules.policy.extends"}
+    compiling = {"kvrules.policy.compiler", "kvrules.policy.extends", "kvrules.policy.decisions"}
     assert loaded_by(args, tmp_path, "MODULES") & compiling == set()  # nor compiled
 
 

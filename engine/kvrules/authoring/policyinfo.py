@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvrules.policy.catalogue import base_catalogue
-from kvrules.policy.decisions import Decision, is_pick_rule, step_rules
+from kvrules.policy.decisions import is_pick_rule, step_rules
+from kvrules.policy.model import Decision
 from kvrules.policy.model import Action, Pattern, Policy, Ref, Rule
 
 FACT_KEYS: dict[str, tuple[str, ...]] = {

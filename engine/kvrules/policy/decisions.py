@@ -34,83 +34,22 @@ The order is therefore stratified negation, independent of the engine's firing o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from kvrules.policy import codes
 from kvrules.policy.catalogue import base_catalogue
-from kvrules.policy.model import (BUILTIN_FACTS, Action, Atom, Expr, Loc, Pattern, Policy,
-                                  Ref, Rule)
+from kvrules.policy.model import (BUILTIN_FACTS, CANDIDATE_SUFFIX, PICK_SUFFIX, SUBJECT_FIELD,
+                                  Action, Atom, Decision, DecisionStep, Expr, Loc, Pattern,
+                                  Policy, Ref, Rule)
 from kvrules.policy.parse import Located, parse_operand, parse_pattern
 
 RESULT_ACTIONS = {"regime": "regime"}
 """What a decision may decide → the action its lowered rule uses."""
-SUBJECT_FIELD = {"regime": "point"}
-"""The field of the result's builtin fact that names the subject (``verdict_regime.point``)."""
-PICK_SUFFIX = ".first_matching_step"
-CANDIDATE_SUFFIX = "_candidate"
 PICK_ALIAS = "c"
 ORDER_FIELD = "step"
 
 Report = Callable[[str, str, Loc, str, str | None], None]
 """``report(code, message, loc, pointer, rule)``: how the lowering pass reports a problem."""
-
-
-@dataclass(frozen=True)
-class DecisionStep:
-    """One step of a decision, as written: conditions, value, reason, location."""
-
-    id: str
-    description: str
-    patterns: tuple[Pattern, ...]
-    value: Any
-    reason: str
-    loc: Loc
-    pointer: str
-    file: str
-    value_loc: Loc
-
-    @property
-    def otherwise(self) -> bool:
-        """A step without conditions: it holds for every subject that reaches it."""
-        return not self.patterns
-
-
-@dataclass(frozen=True)
-class Decision:
-    """An ordered decision: the first step that holds for a subject decides its result."""
-
-    id: str
-    description: str
-    subject: str
-    alias: str
-    result: str
-    steps: tuple[DecisionStep, ...]
-    loc: Loc
-    pointer: str
-    file: str
-    subject_loc: Loc = ("", 0, 0)
-
-    @property
-    def pick_rule(self) -> str:
-        """Id of the generated rule that takes the first step's candidate."""
-        return self.id + PICK_SUFFIX
-
-    @property
-    def candidate_fact(self) -> str:
-        """Generated derived fact carrying one step's proposal for one subject."""
-        return self.id + CANDIDATE_SUFFIX
-
-    @property
-    def subject_field(self) -> str:
-        return SUBJECT_FIELD[self.result]
-
-    def position(self, step_id: str) -> int | None:
-        """1-based position of a step (None when it is not a step of this decision)."""
-        for k, step in enumerate(self.steps, 1):
-            if step.id == step_id:
-                return k
-        return None
 
 
 def parse_decisions(doc: Any, at: Located) -> list[Decision]:

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kvrules.policy.decisions import Decision
+from typing import Any
 
 Loc = tuple[str, int, int]
 """(file, line, column) of a policy element."""
@@ -128,6 +125,69 @@ class Parameter:
     description: str = ""
 
 
+SUBJECT_FIELD = {"regime": "point"}
+"""The field of the result's builtin fact that names the subject (``verdict_regime.point``)."""
+PICK_SUFFIX = ".first_matching_step"
+CANDIDATE_SUFFIX = "_candidate"
+
+
+@dataclass(frozen=True)
+class DecisionStep:
+    """One step of a decision, as written: conditions, value, reason, location."""
+
+    id: str
+    description: str
+    patterns: tuple[Pattern, ...]
+    value: Any
+    reason: str
+    loc: Loc
+    pointer: str
+    file: str
+    value_loc: Loc
+
+    @property
+    def otherwise(self) -> bool:
+        """A step without conditions: it holds for every subject that reaches it."""
+        return not self.patterns
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An ordered decision: the first step that holds for a subject decides its result."""
+
+    id: str
+    description: str
+    subject: str
+    alias: str
+    result: str
+    steps: tuple[DecisionStep, ...]
+    loc: Loc
+    pointer: str
+    file: str
+    subject_loc: Loc = ("", 0, 0)
+
+    @property
+    def pick_rule(self) -> str:
+        """Id of the generated rule that takes the first step's candidate."""
+        return self.id + PICK_SUFFIX
+
+    @property
+    def candidate_fact(self) -> str:
+        """Generated derived fact carrying one step's proposal for one subject."""
+        return self.id + CANDIDATE_SUFFIX
+
+    @property
+    def subject_field(self) -> str:
+        return SUBJECT_FIELD[self.result]
+
+    def position(self, step_id: str) -> int | None:
+        """1-based position of a step (None when it is not a step of this decision)."""
+        for k, step in enumerate(self.steps, 1):
+            if step.id == step_id:
+                return k
+        return None
+
+
 @dataclass
 class Policy:
     """A whole policy directory after parsing (before compilation)."""
@@ -141,7 +201,7 @@ class Policy:
     regimes: tuple[str, ...]
     error_codes: tuple[str, ...]
     rules: list[Rule] = field(default_factory=list)
-    decisions: list["Decision"] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
     """Ordered decisions as written; :mod:`kvrules.policy.decisions` lowers them to rules."""
     files: dict[str, str] = field(default_factory=dict)
     header_loc: Loc = ("", 0, 0)
