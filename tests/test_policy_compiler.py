@@ -202,14 +202,7 @@ def test_join_with_too_many_cases_is_rejected(tmp_path):
     assert "more than 64" in found[0].message
 
 
-CHAINED_NEGATIONS = """\
-policy:
-  name: t
-  version: v1
-  parameters:
-    dense_synthetic_kv: {type: boolean, default: true}
-  derived:
-    hit: {fields: {n: {type: integer}}}
+CHAINED_NEGATIONS = HEADER + """\
     miss: {fields: {n: {type: integer}}}
     done: {fields: {n: {type: integer}}}
 """

@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 
+RULE_FILE_SUFFIXES = (".yaml", ".yml")
+"""The files of a policy folder the compiler reads (not subfolders)."""
+
+
 @lru_cache(maxsize=None)
 def _folder(package: str) -> Traversable:
     """A data package's folder: the directory its import spec names when it is one (every

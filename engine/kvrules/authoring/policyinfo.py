@@ -16,8 +16,7 @@ from typing import Any
 
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.decisions import is_pick_rule, step_rules
-from kvrules.policy.model import Decision
-from kvrules.policy.model import Action, Pattern, Policy, Ref, Rule
+from kvrules.policy.model import Action, Decision, Pattern, Policy, Ref, Rule
 
 FACT_KEYS: dict[str, tuple[str, ...]] = {
     "cell": (), "kvwarm": (), "plan": (), "provenance": (), "launch": (), "params": (),

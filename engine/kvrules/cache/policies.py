@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.resources import rules_dir
+from kvrules.resources import RULE_FILE_SUFFIXES, rules_dir
 from kvrules.verdicts.model import KVRULES_VERSION
 from kvrules.cache.store import cache_root, prune, read_entry, touch, write_entry
 
@@ -83,7 +83,7 @@ def policy_key(source: PolicySource, parameters: dict[str, Any] | None,
 
 def _shipped_stamp() -> str | None:
     """Name, size and modification time of each file the shipped policy is read from
-    (``*.yaml``/``*.yml`` of its folder, as the compiler reads it); None when the folder is
+    (:data:`~kvrules.resources.RULE_FILE_SUFFIXES` of its folder, as the compiler reads it); None when the folder is
     not plain files on disk (then the files themselves are read)."""
     folder = rules_dir()
     if not isinstance(folder, Path):
@@ -91,7 +91,7 @@ def _shipped_stamp() -> str | None:
     try:
         with os.scandir(folder) as entries:
             stamps = sorted((e.name, e.stat()) for e in entries
-                            if e.name.endswith((".yaml", ".yml")) and e.is_file())
+                            if e.name.endswith(RULE_FILE_SUFFIXES) and e.is_file())
     except OSError:
         return None
     return "".join(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0" for name, st in stamps)

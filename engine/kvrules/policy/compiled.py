@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy import codes

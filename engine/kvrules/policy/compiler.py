@@ -26,7 +26,7 @@ from kvrules.policy.decisions import parse_decisions
 from kvrules.policy.parse import Located, parse_header, parse_rule
 from kvrules.policy.yamlpos import (YamlSyntaxError, decode_rule_file, load_with_positions,
                                     position_of)
-from kvrules.resources import load_schema, rules_dir
+from kvrules.resources import RULE_FILE_SUFFIXES, load_schema, rules_dir
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -473,7 +473,7 @@ def _read_directory(root: Traversable | Path, label: str
     files: dict[str, str] = {}
     errors: dict[str, YamlSyntaxError] = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if entry.is_file() and entry.name.endswith((".yaml", ".yml")):
+        if entry.is_file() and entry.name.endswith(RULE_FILE_SUFFIXES):
             name = f"{label}/{entry.name}"
             try:
                 files[name] = decode_rule_file(_read_bounded(entry))
