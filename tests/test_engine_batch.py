@@ -248,3 +248,78 @@ def test_a_ruleset_definition_is_copied_whole_and_apart(definition: dict[str, ob
             return [id(value)] + [i for v in value for i in containers(v)]
         return []
     assert not set(containers(copied)) & set(containers(definition))
+
+
+# --- fields no rule reads are left out ------------------------------------------------------
+
+def _example_cells() -> list[tuple[str, list]]:
+    """Every bundled example cell's facts, as the engine worker is given them."""
+    from kvrules import api
+    from kvrules.artifacts.discover import discover
+    from kvrules.pipeline import prepare
+    from kvrules.workers import extract_ref
+    from helpers import EXAMPLES
+    cp = api.load_policy().compiled
+    cells = []
+    for ref in discover(sorted(str(p) for p in EXAMPLES.iterdir() if p.is_dir()), None):
+        prepared = prepare(cp, extract_ref(ref))
+        if prepared.to_engine:
+            cells.append((ref.cell_id, prepared.facts))
+    return cells
+
+
+def _run(cp, facts, read_all: bool, monkeypatch) -> tuple:
+    """An evaluation (what fired, on what, deriving what) and the engine batches' texts."""
+    from kvrules.backend.durable import evaluate_in_process
+    texts: list[str] = []
+    batch = session._batch
+
+    def recorded(ctx, sid, matched=None):
+        out = batch(ctx, sid, matched)
+        texts.append(out.text)
+        return out
+    with monkeypatch.context() as patch:
+        patch.setattr(session, "_batch", recorded)
+        if read_all:
+            patch.setattr(session, "_fields_read", lambda cp: None)
+        ev = evaluate_in_process(cp, facts)
+    return ev.events, ev.derived, ev.failures, texts
+
+
+def test_fields_no_rule_reads_never_reach_the_engine_and_change_no_evaluation(monkeypatch):
+    """Every example cell evaluates to the same firings and derived facts whether the engine
+    is given every field with every companion or only the names the lowered rules hold; and
+    the names it is given are those (a point's benchmark_id, read by no rule, is left out)."""
+    from kvrules import api
+    from kvrules.backend.durable.lower import fields_read
+    cp = api.load_policy().compiled
+    read = fields_read(cp.lowered)
+    cells = _example_cells()
+    assert len(cells) >= 5
+    left_out = 0
+    for cell_id, facts in cells:
+        full = _run(cp, facts, True, monkeypatch)
+        pruned = _run(cp, facts, False, monkeypatch)
+        assert pruned[:3] == full[:3], cell_id
+        assert pruned[0], cell_id  # rules fired: the comparison saw real work
+        for text in pruned[3]:
+            for fact in json.loads(text):
+                assert set(fact) <= read | {"fact_", "id", "sid"}, cell_id
+        left_out += sum(len(json.loads(a)[0]) - len(json.loads(b)[0])
+                        for a, b in zip(full[3], pruned[3]))
+        assert all('"benchmark_id"' not in text for text in pruned[3])
+        assert any('"benchmark_id"' in text for text in full[3])
+    assert left_out > 0
+
+
+def test_fields_read_names_each_condition_field_and_the_field_of_each_companion():
+    rulesets = [{"r": {"all": [{"p": {"$and": [{"fact_": "point"}, {"a__t": "string"},
+                                               {"$nex": {"b": 1}}]}},
+                               {"q": {"$and": [{"fact_": "warmup"},
+                                               {"c": {"p": "d__n"}},
+                                               {"$iany": {"views__ag_kind": {"$i": 1}}}]}}],
+                       "run": "r"}}]
+    from kvrules.backend.durable.lower import fields_read
+    read = fields_read(rulesets)
+    assert {"a", "a__t", "b", "c", "d", "d__n", "views", "views__ag_kind", "fact_"} <= read
+    assert "e" not in read and "a__n" not in read

@@ -59,13 +59,17 @@ AGREE_SUFFIX = "__ag"
 ABSENT_MARK = "x:"
 
 
-def encode_fields(fields: dict[str, Any], list_fields: frozenset[str]) -> dict[str, Any]:
+def encode_fields(fields: dict[str, Any], list_fields: frozenset[str],
+                  read: frozenset[str] | None = None) -> dict[str, Any]:
     """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
     ``__b`` truthiness (1/0), and for lists ``__len`` and the ``agree_on`` flags. Companions
     keep compiled conditions flat (no DNF blow-up) and are always present with their field,
-    so joins on them never hit a missing field."""
+    so joins on them never hit a missing field. Only fields in ``read`` (None: all) are
+    encoded: a field no rule reads changes no match, and costs the engine its parsing."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
+        if read is not None and name not in read:
+            continue
         cls = value.__class__
         if cls is str:  # the common classes first, one test each (the engine's hot path)
             out[name], kind, numeric = "s:" + value, "string", 0
@@ -128,13 +132,22 @@ def absent_marker(name: str) -> dict[str, Any]:
 
 
 def encode_fact(fact_type: str, fact_id: str, fields: dict[str, Any],
-                list_fields: frozenset[str]) -> dict[str, Any]:
-    """A complete engine fact: discriminator, id and encoded fields."""
-    out = encode_fields(fields, list_fields)
+                list_fields: frozenset[str], read: frozenset[str] | None = None
+                ) -> dict[str, Any]:
+    """A complete engine fact: discriminator, id and encoded fields; with ``read``, only
+    the fields and companions named there."""
+    out = encode_fields(fields, list_fields, read)
     out[DISCRIMINATOR] = fact_type
     out["id"] = "s:" + fact_id
     out[companion("id")] = "string"
-    return out
+    return out if read is None else only_read(out, read)
+
+
+def only_read(encoded: dict[str, Any], read: frozenset[str]) -> dict[str, Any]:
+    """The discriminator, the id and the keys in ``read`` (companions no rule tests are
+    most of a fact's keys), in their order."""
+    return {key: value for key, value in encoded.items()
+            if key in read or key == DISCRIMINATOR or key == "id"}
 
 
 MT_SPECIAL = set("()[]*+?%{}|.")

@@ -380,6 +380,31 @@ def types_matched(ruleset: dict[str, Any]) -> frozenset[str] | None:
     return frozenset(types)
 
 
+def fields_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
+    """The fact fields some lowered rule can read: every name the definitions hold (as a
+    key or, in a join, as a value), and the field each companion belongs to (``x`` for
+    ``x__t`` or ``x__ag_key``: the part before any ``__``). Extra names only keep a field
+    that could be left out; a field named nowhere changes no match, so the runtime need
+    not give it to the engine."""
+    names: set[str] = set()
+    stack: list[Any] = list(rulesets)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            names.update(key for key in item if isinstance(key, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            names.add(item)
+    for name in list(names):
+        at = name.find("__", 1)
+        while at > 0:
+            names.add(name[:at])
+            at = name.find("__", at + 1)
+    return frozenset(names)
+
+
 MAX_ENGINE_RULES = 4000
 """durable-rules refuses a ruleset of 4096 rules or more (error 106)."""
 MAX_CONSTANTS_PER_FIELD = 500

@@ -16,10 +16,11 @@ from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.backend.durable.lower import NEG_OK, types_matched
+from kvrules.backend.durable.lower import NEG_OK, fields_read, types_matched
 from kvrules.policy.model import Action, Ref, Rule
 from kvrules.backend.durable import host as hostmod
-from kvrules.backend.durable.encode import DISCRIMINATOR, absent_marker, encode_fact
+from kvrules.backend.durable.encode import (DISCRIMINATOR, absent_marker, encode_fact,
+                                           only_read)
 from kvrules.backend.events import DerivedFact, Evaluation, RuleFired, short
 
 _SIDS = itertools.count(1)
@@ -42,6 +43,7 @@ class _Context:
 
     def __init__(self, cp: CompiledPolicy) -> None:
         self.cp = cp
+        self.read = _fields_read(cp)
         self.types: dict[str, str] = {}
         self.fields: dict[str, dict[str, Any]] = {}
         self.encoded: list[dict[str, Any]] = []
@@ -57,11 +59,12 @@ class _Context:
             raise DuplicateFactId(f"fact id {fact_id!r} appears twice")
         self.types[fact_id] = fact_type
         self.fields[fact_id] = {**fields, "id": fact_id}
-        encoded = encode_fact(fact_type, fact_id, fields, self.cp.list_fields.get(fact_type,
-                                                                                  frozenset()))
+        encoded = encode_fact(fact_type, fact_id, fields,
+                              self.cp.list_fields.get(fact_type, frozenset()), self.read)
         for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # never set order:
             if name not in encoded:  # the engine's joins depend on property order
-                encoded.update(absent_marker(name))
+                marker = absent_marker(name)
+                encoded.update(marker if self.read is None else only_read(marker, self.read))
         self.encoded.append(encoded)
         return encoded
 
@@ -198,6 +201,19 @@ def _types_matched(cp: CompiledPolicy) -> list[frozenset[str] | None]:
     matched = [types_matched(definition) for definition in cp.lowered]
     _MATCHED[id(cp)] = (cp, matched)
     return matched
+
+
+_READ: dict[int, tuple[CompiledPolicy, frozenset[str]]] = {}
+
+
+def _fields_read(cp: CompiledPolicy) -> frozenset[str]:
+    """The fields the policy's engine rules can read (the others are not encoded)."""
+    known = _READ.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
+    read = fields_read(cp.lowered)
+    _READ[id(cp)] = (cp, read)
+    return read
 
 
 _NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
