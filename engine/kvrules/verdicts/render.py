@@ -87,7 +87,7 @@ def _cell_document(cell: CellVerdict, points: "PointRecords") -> str:
     head = _nested(_dumps(cell.to_dict(with_points=False), True), 2)[:-len("\n    }")]
     if not cell.points:
         return head + ',\n      "points": []\n    }'
-    return (head + ',\n      "points": [\n' + ",\n".join(points.records(cell.points))
+    return (head + ',\n      "points": [\n' + points.joined(cell.points, ",\n", "")
             + "\n      ]\n    }")
 
 
@@ -127,18 +127,25 @@ class PointRecords:
         return self._formatted(columns, (point,))[0]
 
     def lines(self, points: Sequence[PointVerdict]) -> str:
-        """The JSON Lines text of a cell's points, every record ending in a newline, joined
-        once: a class's verdict part (most of a record) goes into the text without being
-        copied into a record string of its own first."""
+        """The JSON Lines text of a cell's points, every record ending in a newline."""
+        return self.joined(points, "\n", "\n")
+
+    def joined(self, points: Sequence[PointVerdict], between: str, end: str) -> str:
+        """A cell's records as one text, each followed by ``between`` and the last by
+        ``end``, joined once: a class's verdict part (most of a record) goes into the text
+        without being copied into a record string of its own first."""
         columns = _plain_columns(points)
-        if columns is None or self.indent:
-            return "".join(record + "\n" for record in self.records(points))
+        if columns is None:
+            return between.join(self.records(points)) + end if len(points) else ""
         coordinates, verdict = columns[:6], columns[6:]
         tails = self._tails(verdict, points)
-        ended = {tail: tail + "\n" for tail in set(tails)}
+        if not tails:
+            return ""
+        followed = {tail: tail + between for tail in set(tails)}
         parts = [""] * (2 * len(tails))
         parts[::2] = self._heads(coordinates)
-        parts[1::2] = map(ended.__getitem__, tails)
+        parts[1::2] = map(followed.__getitem__, tails)
+        parts[-1] = tails[-1] + end
         return "".join(parts)
 
     def _formatted(self, columns: list[Sequence[Any]], points: Sequence[PointVerdict]
@@ -146,27 +153,22 @@ class PointRecords:
         """Records of plain points from their columns: the coordinates are formatted, the
         verdict part is looked up (encoded for its first point)."""
         coordinates, verdict = columns[:6], columns[6:]
-        tails = self._tails(verdict, points)
-        if not self.indent:
-            return list(map(str.__add__, self._heads(coordinates), tails))
+        return list(map(str.__add__, self._heads(coordinates), self._tails(verdict, points)))
+
+    def _heads(self, coordinates: list[Sequence[Any]]) -> list[str]:
+        """The records' beginnings, up to the verdict part: kind and coordinates."""
         (cell_ids, bids, point_types, batches, prefills, kv_reads) = coordinates
         rows = zip(self._strings_of(cell_ids), bids, self._strings_of(point_types), batches,
-                   prefills, kv_reads, tails)
+                   prefills, kv_reads)
+        if not self.indent:
+            return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
+                    f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},'
+                    for c, b, t, n, p, k in rows]
         pad = _POINT_INDENT + "  "
         return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
                 f'{pad}"benchmark_id": {b},\n{pad}"point_type": {t},\n'
                 f'{pad}"batch_size": {n},\n{pad}"total_prefill_tokens": {p},\n'
-                f'{pad}"total_kv_read_tokens": {k},\n{tail}'
-                for c, b, t, n, p, k, tail in rows]
-
-    def _heads(self, coordinates: list[Sequence[Any]]) -> list[str]:
-        """The JSON Lines records' beginnings, up to the verdict part: kind and coordinates."""
-        (cell_ids, bids, point_types, batches, prefills, kv_reads) = coordinates
-        return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
-                f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},'
-                for c, b, t, n, p, k in zip(self._strings_of(cell_ids), bids,
-                                            self._strings_of(point_types), batches, prefills,
-                                            kv_reads)]
+                f'{pad}"total_kv_read_tokens": {k},\n' for c, b, t, n, p, k in rows]
 
     def _tails(self, verdict: list[Sequence[Any]], points: Sequence[PointVerdict]
                ) -> list[str]:
