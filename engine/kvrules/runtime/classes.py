@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from itertools import chain
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,17 +97,17 @@ def _column_keys(table: PointTable, read: _Read) -> list[Any]:
     once per distinct read value."""
     shaped = _views_by_shape(table) if read.name == "views" and read.by_shape else None
     if shaped is not None:
-        keys, examples = shaped
-    else:
-        values = table.column(read.name, MISSING)
-        keys = _read_column(values, read.kind, read.by_shape)
-        if read.raw:
-            return keys
-        if keys and _constant(keys):  # the usual column: one value on every copy
-            return [_outcomes(read, values[0])] * len(keys)
-        examples = dict(zip(keys, values))
-    outcomes = {key: _outcomes(read, value) for key, value in examples.items()}
-    return list(map(outcomes.__getitem__, keys))
+        kinds, examples = shaped
+        outcomes = [_outcomes(read, value) for value in examples]
+        return list(map(outcomes.__getitem__, kinds))
+    values = table.column(read.name, MISSING)
+    keys = _read_column(values, read.kind, read.by_shape)
+    if read.raw:
+        return keys
+    if keys and _constant(keys):  # the usual column: one value on every copy
+        return [_outcomes(read, values[0])] * len(keys)
+    found = {key: _outcomes(read, value) for key, value in dict(zip(keys, values)).items()}
+    return list(map(found.__getitem__, keys))
 
 
 def _outcomes(read: _Read, value: Any) -> tuple[Any, ...]:
@@ -120,26 +121,29 @@ def _constant(keys: list[Any]) -> bool:
     return not keys or keys.count(keys[0]) == len(keys)
 
 
-def _views_by_shape(table: PointTable) -> tuple[list[Any], dict[Any, Any]] | None:
-    """The shape of every copy's ``views`` and a ``views`` of each shape, building a view
-    only for copies that disagree with their row: a row's views is its one view, an
-    agreeing copy's is its row's view twice (None: read the column, see
-    :meth:`PointTable.views_agreeing`)."""
+def _views_by_shape(table: PointTable) -> tuple[list[int], list[Any]] | None:
+    """For every copy the number of its ``views``' shape, and a ``views`` of each shape in
+    that order, building a view only for copies that disagree with their row: a row's views
+    is its one view, an agreeing copy's is its row's view twice (None: read the column, see
+    :meth:`PointTable.views_agreeing`). Numbers, not shapes, key the copies: the column is
+    looked up per copy, and a number hashes for free."""
     agreeing = table.views_agreeing()
     if agreeing is None or not table.n_rows:
         return None
     first = table.view(0)
     one, twice = [first], [first, first]
-    examples = {shape(one): one, shape(twice): twice}
-    keys = [shape(one)] * table.n_rows
-    keys += [shape(twice)] * len(agreeing)
+    examples: list[Any] = [one, twice]
+    numbers = {shape(one): 0}
+    kinds = [0] * table.n_rows + [numbers.setdefault(shape(twice), 1)] * len(agreeing)
     for n, agrees in enumerate(agreeing):
         if not agrees:
             i = table.n_rows + n
             views = [table.view(table.row_of(i)), table.view(i)]
-            keys[i] = shape(views)
-            examples.setdefault(keys[i], views)
-    return keys, examples
+            kind = numbers.setdefault(shape(views), len(examples))
+            if kind == len(examples):
+                examples.append(views)
+            kinds[i] = kind
+    return kinds, examples
 
 
 def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], dict[int, str]]:
@@ -153,11 +157,9 @@ def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], di
     columns = [_column_keys(table, read) for read in _reads(cp)]
     varying = [column for column in columns if not _constant(column)]  # (a column the
     if varying:  # same on every copy tells no two copies apart)
-        combos = list(zip(*varying))
-        first: dict[tuple[Any, ...], int] = {}
-        for n, combo in enumerate(combos):
-            if combo not in first:
-                first[combo] = n
+        combos = list(zip(*varying))  # (the last write of a key wins: copies backwards)
+        last = dict(zip(reversed(combos), range(len(combos) - 1, -1, -1)))
+        first = dict(sorted(last.items(), key=itemgetter(1)))  # in order of first copies
     else:  # one class (most cells)
         combos = [()] * len(table)
         first = {(): 0} if combos else {}
