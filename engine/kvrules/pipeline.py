@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
-from importlib.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -32,6 +31,8 @@ from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
 if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
     from kvrules.policy.compiler import Pass
 
 MEMO_SIZE = 64

@@ -4,10 +4,12 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from importlib.abc import Traversable
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (importlib.abc imports importlib.resources: 1 ms of every start-up)
+    from importlib.abc import Traversable
 
 
 RULE_FILE_SUFFIXES = (".yaml", ".yml")

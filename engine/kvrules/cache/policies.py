@@ -15,9 +15,8 @@ import os
 import pickle
 import sys
 from functools import lru_cache
-from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy.compiled import CompiledPolicy
@@ -25,7 +24,10 @@ from kvrules.resources import RULE_FILE_SUFFIXES, rules_dir
 from kvrules.verdicts.model import KVRULES_VERSION
 from kvrules.cache.store import cache_root, prune, read_entry, touch, write_entry
 
-PolicySource = str | Path | Traversable | None
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+PolicySource = Union[str, Path, "Traversable", None]
 Compile = Callable[[PolicySource, "dict[str, Any] | None"], CompiledPolicy]
 
 _PACKAGE = Path(__file__).resolve().parents[1]

@@ -3,7 +3,6 @@ an analysis of which fields the rules read (used to share evaluations between id
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,8 @@ from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Atom, Policy, PolicyIdentity, Ref, Rule
 
 if TYPE_CHECKING:  # the compiler is imported to compile, not to use a cached policy
+    from importlib.abc import Traversable
+
     from kvrules.policy.compiler import CompileState, Pass
 
 
