@@ -264,6 +264,7 @@ def main() -> None:
             for cells in scales:
                 corpus = generate(Path(tmp) / f"{shape}-{cells}", shape, cells, args.ranks,
                                   args.points)
+                os.sync()  # the corpus on disk now: its writeback is not timed with a run
                 out_dir = Path(tmp) / f"out-{shape}-{cells}"
                 out_dir.mkdir()
                 results[(shape, cells)] = measure(corpus, out_dir, args.repeat)
