@@ -7,9 +7,9 @@ with other facts), so points with equal outcomes form a class evaluated once.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -158,7 +158,7 @@ def point_classes(cp: CompiledPolicy, table: PointTable) -> tuple[list[Fact], di
     varying = [column for column in columns if not _constant(column)]  # (a column the
     if varying:  # same on every copy tells no two copies apart)
         combos = list(zip(*varying))  # (the last write of a key wins: copies backwards)
-        last = dict(zip(reversed(combos), range(len(combos) - 1, -1, -1)))
+        last = dict(zip(reversed(combos), reversed(range(len(combos)))))
         first = dict(sorted(last.items(), key=itemgetter(1)))  # in order of first copies
     else:  # one class (most cells)
         combos = [()] * len(table)
