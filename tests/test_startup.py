@@ -86,19 +86,35 @@ def test_the_lint_checks_load_only_for_rules_check(tmp_path: Path) -> None:
     assert done.stdout.splitlines()[-1] == "False", done.stderr
 
 
-def test_a_run_naming_its_command_imports_no_other_command(tmp_path: Path) -> None:
+def test_a_run_naming_its_command_builds_no_other_command(tmp_path: Path) -> None:
     """typer inspects every registered command when it starts: a run builds its own only."""
-    probe = ("import sys\nfrom kvrules.cli.app import main\n"
-             "sys.argv = ['kvrules', 'classify', sys.argv[1], '-o', sys.argv[2]]\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    probe = ("import sys\nfrom kvrules.cli.app import build_app\nbuild_app('classify')\n"
              "print(sorted(m for m in sys.modules if m.startswith('kvrules.cli.')))")
-    done = subprocess.run([sys.executable, "-c", probe, str(EXAMPLE), str(tmp_path / "r.txt")],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
     commands = eval(done.stdout.splitlines()[-1])  # noqa: S307 - our own probe's list
     assert "kvrules.cli.classify" in commands, done.stderr
     assert not {"kvrules.cli.report", "kvrules.cli.rules", "kvrules.cli.diff",
                 "kvrules.cli.explain", "kvrules.cli.publish"} & set(commands)
-    assert (tmp_path / "r.txt").read_text().strip()
+
+
+def test_the_process_that_classifies_never_imports_typer(tmp_path: Path) -> None:
+    """``classify`` is parsed in a forked child (kvrules.cli.handoff): the process a user
+    started imports the pipeline meanwhile, then classifies without the command line's
+    library (typer and click are ~60 ms of imports)."""
+    probe = ("import sys\nfrom kvrules.cli.app import main\n"
+             "sys.argv = ['kvrules', 'classify', sys.argv[1], '-o', sys.argv[2]]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code)\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('kvrules.cli.', 'typer'))))")
+    done = subprocess.run([sys.executable, "-c", probe, str(EXAMPLE), str(tmp_path / "r.txt")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    *_, status, modules = done.stdout.splitlines()
+    assert status == "exit 0", done.stderr
+    loaded = eval(modules)  # noqa: S307 - our own probe's list
+    assert "kvrules.cli.classify_run" in loaded
+    assert not [m for m in loaded if m.startswith("typer") or m in (
+        "kvrules.cli.classify", "kvrules.cli.root", "kvrules.cli.consumer_options")]
+    assert "2/2 points eligible" in (tmp_path / "r.txt").read_text()
 
 
 def test_the_whole_command_line_lists_every_command() -> None:

@@ -1,4 +1,5 @@
-"""The ``kvrules`` command line: one typer app, one module per command.
+"""The ``kvrules`` command line: one typer app (:mod:`kvrules.cli.root`), one module per
+command; this module is the entry point and starts without typer.
 
 Registration point: every command lives in ``kvrules/cli/<command>.py`` and exposes
 ``register(app: typer.Typer) -> None`` which adds itself with ``app.command(...)``. A command
@@ -8,7 +9,8 @@ mount it in ``GROUPS``. Both tuples are explicit so ``--help`` lists commands in
 A run that names its command builds the app with that command only: typer inspects the
 signature of every registered command when it starts, and importing and inspecting all of
 them cost ~20 ms of every ``classify`` run. ``--help``, completion and anything else get
-the whole app (:data:`app`).
+the whole app (:data:`app`). ``classify`` is parsed in a forked child while this process
+imports the pipeline (:mod:`kvrules.cli.handoff`).
 """
 from __future__ import annotations
 
@@ -18,17 +20,13 @@ import os
 import signal
 import sys
 import warnings
-from importlib import import_module
 from types import FrameType
-from typing import Annotated, Any, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
-import typer
+from kvrules.cli import handoff
 
-from kvrules.verdicts.model import KVRULES_VERSION
-
-FORMAT_ALIASES = {"table": "text", "pretty": "text"}
-"""Earlier names of the human ``--format``, still accepted: every command now calls it
-``text`` (click normalizes choice values, and only them, through this table)."""
+if TYPE_CHECKING:
+    import typer
 
 COMMANDS: tuple[str, ...] = (
     "classify",
@@ -48,53 +46,17 @@ COMPLETION_VARIABLE = "_KVRULES_COMPLETE"
 """Set by the shell when it asks for completions: those need every command."""
 
 
-def _version(value: bool) -> None:
-    """kvrules, the engine it drives and the shipped policy: what a bug report needs."""
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        from kvrules.policy.compiler import default_digest
-        try:
-            engine = version("durable-rules")
-        except PackageNotFoundError:
-            engine = "not installed"
-        typer.echo(f"kvrules {KVRULES_VERSION}\ndurable-rules {engine}\n"
-                   f"shipped policy {default_digest()}")
-        raise typer.Exit(0)
-
-
-def _root(version: Annotated[bool, typer.Option(
-        "--version", callback=_version, is_eager=True,
-        help="Print the versions of kvrules and durable-rules and the shipped policy's "
-             "digest, and exit.")] = False) -> None:
-    """Classify the KV seed regime of forward-pass benchmark points with a declarative
-    policy, and decide which points may be used."""
-
-
-def build_app(only: str | None = None) -> typer.Typer:
-    """The command line with every command, or with the command ``only`` alone."""
-    root = typer.Typer(
-        name="kvrules", no_args_is_help=True, add_completion=True,
-        pretty_exceptions_enable=False,
-        context_settings={"help_option_names": ["-h", "--help"],
-                          "token_normalize_func": lambda t: FORMAT_ALIASES.get(t, t)},
-        help="Classify the KV seed regime of forward-pass benchmark points with a "
-             "declarative policy, and decide which points may be used.")
-    root.callback()(_root)
-    for name in COMMANDS:
-        if only in (None, name):
-            import_module(f"kvrules.cli.{name}").register(root)
-    for name in GROUPS:
-        if only in (None, name):
-            root.add_typer(import_module(f"kvrules.cli.{name}").app, name=name)
-    return root
-
-
 def _named_command(args: Sequence[str]) -> str | None:
     """The command a run names as its first argument (None: the whole app is needed)."""
     if not args or os.environ.get(COMPLETION_VARIABLE):
         return None
     return args[0] if args[0] in COMMANDS + GROUPS else None
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The command line with every command, or with the command ``only`` alone."""
+    from kvrules.cli.root import build_app as build
+    return build(only)
 
 
 _WHOLE: list[typer.Typer] = []
@@ -160,7 +122,10 @@ def main() -> None:
         signal.signal(signum, _stop)
     sys.unraisablehook = _unraisable
     try:
-        build_app(_named_command(sys.argv[1:]))(prog_name="kvrules")
+        command = _named_command(sys.argv[1:])
+        if command == "classify" and handoff.can_fork():
+            sys.exit(_classify_apart())
+        build_app(command)(prog_name="kvrules")
     except _Stopped as stopped:
         _exit_stopped(stopped.signum)
     except SystemExit:
@@ -170,3 +135,12 @@ def main() -> None:
     finally:
         gc.freeze()  # the process ends next: its last full collection would find nothing
         # to free that exit does not free anyway (measured: 15 ms of every classify run)
+
+
+def _classify_apart() -> int:
+    """``kvrules classify``: parsed in a child while the pipeline is imported here, then run
+    here (the exit status of the run, or the child's when it printed help or an error)."""
+    from kvrules.cli import classify_run
+    job, status = handoff.parse_apart(lambda: build_app("classify")(prog_name="kvrules"),
+                                      classify_run.preload)
+    return status if job is None else classify_run.run(job)

@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO, cast
 
-import typer
-
 from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:
@@ -38,11 +36,13 @@ PROGRESS_MIN_CELLS = 20
 """Show a progress bar only for runs of at least this many cells."""
 
 
-def fail(message: str, diagnostics_text: str = "") -> typer.Exit:
-    """Print ``kvrules: error: message`` (and diagnostics) to stderr; return Exit(2) to raise."""
+def fail(message: str, diagnostics_text: str = "") -> SystemExit:
+    """Print ``kvrules: error: message`` (and diagnostics) to stderr; return the exit (status
+    2) to raise. A ``SystemExit``, not typer's: this module runs without typer imported (see
+    :mod:`kvrules.cli.handoff`), and click lets it through unchanged."""
     sys.stderr.write(f"kvrules: error: {message}\n{diagnostics_text}")
     sys.stderr.flush()
-    return typer.Exit(USAGE_EXIT)
+    return SystemExit(USAGE_EXIT)
 
 
 @contextmanager
@@ -126,7 +126,7 @@ def _output(output: Path | None) -> Iterator[TextIO]:
         except BrokenPipeError:
             devnull = os.open(os.devnull, os.O_WRONLY)  # Python flushes stdout at exit
             os.dup2(devnull, sys.stdout.fileno())
-            raise typer.Exit(PIPE_CLOSED_EXIT) from None
+            raise SystemExit(PIPE_CLOSED_EXIT) from None
         return
     check_output(output)
     try:

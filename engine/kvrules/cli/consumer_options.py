@@ -5,18 +5,19 @@ Declared once so the four commands spell ``--rules``, ``--plan``, ``--format`` a
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Iterator, Sequence
+from typing import TYPE_CHECKING, Annotated, Sequence
 
 import typer
 
+from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
 from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:  # the commands import the library only when they run
     from kvrules import api
-    from kvrules.cache.verdicts import VerdictCache
+
+__all__ = ["ExecutorName", "jobs", "running", "verdict_cache"]  # the commands read them here
 
 
 class Format(str, Enum):
@@ -42,24 +43,6 @@ NoDense = Annotated[bool, typer.Option(
 JOBS_HELP = "Cells classified in parallel (default: one per CPU core, at most 8)."
 Jobs = Annotated[int | None, typer.Option("--jobs", "-j", min=1, metavar="N", help=JOBS_HELP,
                                           show_default=False)]
-
-
-def jobs(given: int | None) -> int:
-    """``--jobs``, or as many workers as the machine has cores for when it is omitted.
-
-    Every command that classifies asks this first, before any worker is forked: the C
-    allocator is set up here, once, for the process and the workers that inherit it (not
-    at start-up, where ``--help`` would pay for it)."""
-    from kvrules.cli.allocator import keep_freed_memory
-    from kvrules.workers import default_jobs
-    keep_freed_memory()
-    return default_jobs() if given is None else given
-
-
-class ExecutorName(str, Enum):
-    local = "local"
-    dask = "dask"
-    dask_local = "dask-local"
 
 
 Executor = Annotated[ExecutorName, typer.Option(
@@ -106,21 +89,3 @@ def check_outside(campaigns: Sequence[str], output: Path | None) -> None:
         if target == root or root in target.parents:
             raise KvrulesUsageError(f"--output {output} is inside {campaign}: readiness never "
                                     "writes inside a campaign")
-
-
-def verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
-    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
-    from kvrules.cache.verdicts import VerdictCache, default_root
-    root = folder if folder is not None else default_root()
-    return None if off or root is None else VerdictCache(root)
-
-
-@contextmanager
-def running(executor: ExecutorName, jobs: int, scheduler: str | None,
-            cache: "VerdictCache | None" = None) -> Iterator[None]:
-    """Classifications inside run on the chosen executor (and verdict cache)."""
-    from kvrules import api
-    from kvrules.archive.executors import executor as open_executor
-    with open_executor(executor.value, jobs, scheduler) as chosen:
-        with api.running_on(chosen, cache):
-            yield

@@ -1,0 +1,154 @@
+"""The work of ``kvrules classify`` once its command line is parsed: typer-free, so a
+process can run it without importing the command line's library (see
+:mod:`kvrules.cli.handoff`)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
+from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
+
+if TYPE_CHECKING:  # the library is imported when the job runs, not for --help
+    from kvrules.cache.verdicts import VerdictCache
+    from kvrules.verdicts.model import CellVerdict, PolicyIdentity
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    jsonl = "jsonl"
+    github = "github"
+    parquet = "parquet"
+
+
+@dataclass(frozen=True)
+class ClassifyJob:
+    """``kvrules classify`` as parsed: the options' values, nothing derived from them yet."""
+
+    paths: list[str]
+    rules: Path | None = None
+    plan: Path | None = None
+    fmt: Format = Format.text
+    output: Path | None = None
+    no_dense_synthetic_kv: bool = False
+    jobs: int | None = None
+    max_errors: int = 20
+    cache: Path | None = None
+    no_cache: bool = False
+    executor: ExecutorName = ExecutorName.local
+    scheduler: str | None = None
+    progress: bool = False
+
+
+def preload() -> None:
+    """Import what every job needs (the pipeline, the engine's client, the renderer), for a
+    process that has time to spare before its job arrives."""
+    from kvrules import api  # noqa: F401
+    from kvrules.verdicts import render  # noqa: F401
+
+
+def run(job: ClassifyJob) -> int:
+    """Classify, write the report; the exit status (0 every cell classified, 1 some cell has
+    an evidence error; a usage error raises ``SystemExit(2)`` after its message)."""
+    from kvrules import api
+    plan_arg = str(job.plan) if job.plan is not None else None
+    cache = verdict_cache(job.cache, job.no_cache)
+    workers = jobs(job.jobs)
+    fmt, output = job.fmt, job.output
+    with usage_errors(job.max_errors):
+        _check_destination(fmt, output)
+        parameters = {"dense_synthetic_kv": False} if job.no_dense_synthetic_kv else None
+        policy = api.load_policy(job.rules, parameters=parameters)
+        shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
+        with CellProgress(enabled=not shared_tty, force=job.progress) as progress, \
+                running(job.executor, workers, job.scheduler):
+            cells = _ExitTap(api.iter_classify(job.paths, policy, plan=plan_arg, jobs=workers,
+                                               progress=progress, cache=cache))
+            if fmt is Format.parquet:
+                from kvrules.verdicts.dataset import write_dataset
+                write_dataset(cells, output)  # type: ignore[arg-type]
+            else:
+                write_lines(_lines(fmt, policy, cells, output), output)
+        _cache_summary(cache, job.progress)
+    return cells.exit_code
+
+
+class _ExitTap:
+    """Pass cell verdicts through while remembering whether any cell was in error."""
+
+    def __init__(self, cells: Iterable[CellVerdict]) -> None:
+        self._cells = cells
+        self.exit_code = 0
+
+    def __iter__(self) -> Iterator[CellVerdict]:
+        for cell in self._cells:
+            if cell.status == "error":
+                self.exit_code = 1
+            yield cell
+
+
+def _policy_identity(policy: Any) -> "PolicyIdentity":
+    from kvrules.verdicts.model import PolicyIdentity
+    identity = getattr(policy, "identity", None)
+    if not isinstance(identity, PolicyIdentity):
+        raise TypeError(f"load_policy() returned {type(policy).__name__} without a "
+                        "PolicyIdentity 'identity' attribute")
+    return identity
+
+
+def _lines(fmt: Format, policy: Any, cells: Iterable["CellVerdict"],
+           output: Path | None) -> Iterable[str]:
+    """The report in the chosen format, produced as the cells arrive (jsonl and json are
+    written cell by cell; the table keeps one short row per cell until the end). On a
+    terminal the table fits its width; in a file or a pipe it is never wrapped."""
+    from kvrules.verdicts.render import iter_github, iter_json, iter_jsonl
+    identity = _policy_identity(policy)
+    if fmt is Format.jsonl:
+        return iter_jsonl(identity, cells)
+    if fmt is Format.json:
+        return iter_json(identity, cells)
+    if fmt is Format.github:
+        return iter_github(cells)
+    from kvrules.verdicts.table import TABLE_WIDTH, table_of  # the table's module, for it only
+    if output is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((TABLE_WIDTH, 24)).columns
+        return [table_of(identity, cells, width=width, color=not os.environ.get("NO_COLOR"),
+                         ascii_only=not _encodes(sys.stdout, "\u2500"))]
+    return [table_of(identity, cells, ascii_only=output is None
+                     and not _encodes(sys.stdout, "\u2500"))]
+
+
+def _encodes(stream: Any, text: str) -> bool:
+    """Whether ``stream``'s encoding can write ``text`` (``PYTHONIOENCODING=ascii``)."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _check_destination(fmt: Format, output: Path | None) -> None:
+    """A report goes to a file or stdout; a parquet dataset to a folder named by --output."""
+    if fmt is not Format.parquet:
+        check_output(output)
+        return
+    from kvrules.diagnostics import KvrulesUsageError
+    if output is None or output == Path("-"):
+        raise KvrulesUsageError("--format parquet writes a folder: give it with --output DIR")
+    if output.exists() and not output.is_dir():
+        raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
+
+
+def _cache_summary(cache: "VerdictCache | None", asked: bool = False) -> None:
+    """How many cells came from the cache, on a terminal's stderr (or with ``--progress``)
+    only: the report, logs and pipes keep the same bytes whether cells were cached or not."""
+    if cache is not None and (asked or sys.stderr.isatty()):
+        total = cache.hits + cache.misses
+        sys.stderr.write(f"kvrules: {cache.hits} of {total} cells from the verdict cache "
+                         f"({cache.root})\n")

@@ -1,0 +1,50 @@
+"""Where a command's classifications run: worker processes, executor and verdict cache.
+
+Kept apart from the option declarations (:mod:`kvrules.cli.consumer_options`) because a
+``classify`` process runs its job without importing typer (see :mod:`kvrules.cli.handoff`).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:  # the library is imported when a command runs
+    from kvrules.cache.verdicts import VerdictCache
+
+
+class ExecutorName(str, Enum):
+    local = "local"
+    dask = "dask"
+    dask_local = "dask-local"
+
+
+def jobs(given: int | None) -> int:
+    """``--jobs``, or as many workers as the machine has cores for when it is omitted.
+
+    Every command that classifies asks this first, before any worker is forked: the C
+    allocator is set up here, once, for the process and the workers that inherit it (not
+    at start-up, where ``--help`` would pay for it)."""
+    from kvrules.cli.allocator import keep_freed_memory
+    from kvrules.workers import default_jobs
+    keep_freed_memory()
+    return default_jobs() if given is None else given
+
+
+def verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
+    """The verdict cache of this run: --cache DIR, else the user's; None when turned off."""
+    from kvrules.cache.verdicts import VerdictCache, default_root
+    root = folder if folder is not None else default_root()
+    return None if off or root is None else VerdictCache(root)
+
+
+@contextmanager
+def running(executor: ExecutorName, jobs: int, scheduler: str | None,
+            cache: "VerdictCache | None" = None) -> Iterator[None]:
+    """Classifications inside run on the chosen executor (and verdict cache)."""
+    from kvrules import api
+    from kvrules.archive.executors import executor as open_executor
+    with open_executor(executor.value, jobs, scheduler) as chosen:
+        with api.running_on(chosen, cache):
+            yield
