@@ -62,6 +62,15 @@ def test_usage_errors_of_either_process_exit_2_with_their_message(
     assert "Traceback" not in done.stderr
 
 
+def test_a_job_larger_than_a_pipe_buffer_arrives_whole(tmp_path: Path) -> None:
+    """4,000 paths (a shell glob over an archive) pickle to ~400 KB, more than a pipe holds:
+    the parser waits until the process has imported the pipeline and reads it."""
+    paths = [f"{EXAMPLE}/../{EXAMPLE.name}" for _ in range(4000)] + ["/no/such/last"]
+    done = whole_process(paths, tmp_path)
+    assert (done.returncode, done.stderr) == (2, "kvrules: error: /no/such/last: no such file "
+                                                 "or directory\n")
+
+
 def test_help_is_printed_once_and_nothing_runs(tmp_path: Path) -> None:
     done = whole_process(["--help"], tmp_path)
     assert done.returncode == 0, done.stderr
@@ -84,6 +93,14 @@ elif mode == "parser-bug":
     def broken(only=None):
         raise RuntimeError("parser bug")
     root.build_app = broken
+elif mode == "no-fork":  # a process limit reached: the first fork (the parser's) fails
+    fork, calls = os.fork, []
+    def failing():
+        calls.append(1)
+        if len(calls) == 1:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return fork()
+    os.fork = failing
 elif mode == "parser-killed":
     def killed(only=None):
         os.kill(os.getpid(), 9)
@@ -140,6 +157,14 @@ def test_a_parser_killed_by_a_signal_ends_the_run_with_its_status(tmp_path: Path
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + 9
     assert not (tmp_path / "report.txt").exists()
+
+
+def test_without_a_process_to_spare_the_command_is_parsed_and_run_in_one(tmp_path: Path
+                                                                        ) -> None:
+    proc = probe("no-fork", tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (0, "", "")
+    assert "2/2 points eligible" in (tmp_path / "report.txt").read_text()
 
 
 def test_exit_statuses_read_as_a_shell_reports_them() -> None:

@@ -23,7 +23,7 @@ _CHANNEL: list[int] = []
 
 
 def can_fork() -> bool:
-    return hasattr(os, "fork")
+    return hasattr(os, "fork") and hasattr(signal, "pthread_sigmask")
 
 
 def hand_over(job: Any) -> bool:
@@ -37,17 +37,32 @@ def hand_over(job: Any) -> bool:
     return True
 
 
+STOPS = {signal.SIGINT, signal.SIGTERM}
+"""The signals that stop a run: held while forking, so the child never handles one as the
+parent would (it resets them first), and the parent's arrive inside its clean-up."""
+
+
 def parse_apart(parse: Callable[[], Any], meanwhile: Callable[[], None]) -> tuple[Any, int]:
     """Run ``parse`` in a forked child and ``meanwhile`` here: the job the child handed over
     (None when it exited without one) and the child's exit status. The child never outlives
-    this call: stopped (Ctrl-C, SIGTERM) or failing here, it is killed and reaped."""
+    this call: stopped (Ctrl-C, SIGTERM) or failing here, it is killed and reaped. Where no
+    process can be forked (a process limit), ``parse`` runs here, and with it the job."""
     read, write = os.pipe()
-    pid = os.fork()
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
+        os.close(read)
+        os.close(write)
+        parse()  # the job runs where it is parsed, and the command exits
+        return None, 0
     if pid == 0:
         os.close(read)
         _parse_here(parse, write)
     os.close(write)
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # a stop held meanwhile lands here
         meanwhile()
         data = _read_all(read)
         status = _exit_status(os.waitpid(pid, 0)[1])
@@ -67,8 +82,9 @@ def _parse_here(parse: Callable[[], Any], write: int) -> NoReturn:
     ``kvrules`` process would have, never returning into the caller's frames."""
     code = 1
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM):  # the parent reports a stop
+        for signum in STOPS:  # stopped, the child just ends; the parent reports the stop
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)
         _CHANNEL.append(write)
         parse()
         code = 0
