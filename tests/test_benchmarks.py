@@ -28,5 +28,5 @@ def test_the_cli_benchmark_measures_every_command_and_the_processes_of_one(
     assert len(verdicts) == 4 * 4 + 2 * 2
     split = [line for line in lines if line.startswith("jsonl CPU seconds by process")]
     assert len(split) == 4
-    assert all("parent" in s and "engine worker" in s and "extraction workers" in s
-               for s in split)
+    assert all("parent" in s and "command-line parser" in s and "engine worker" in s
+               and "extraction workers" in s for s in split)

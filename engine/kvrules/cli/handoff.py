@@ -21,8 +21,13 @@ from typing import Any, Callable, NoReturn
 _CHANNEL: list[int] = []
 """The pipe to the parent, in a child forked to parse (empty anywhere else)."""
 
+STOPS = {signal.SIGINT, signal.SIGTERM}
+"""The signals that stop a run: held while forking, so the child never handles one as the
+parent would (it resets them first), and the parent's arrive inside its clean-up."""
+
 
 def can_fork() -> bool:
+    """Whether this platform forks, and can hold signals while it does (POSIX)."""
     return hasattr(os, "fork") and hasattr(signal, "pthread_sigmask")
 
 
@@ -32,14 +37,12 @@ def hand_over(job: Any) -> bool:
     if not _CHANNEL:
         return False
     data = memoryview(pickle.dumps(job))
-    while data:
-        data = data[os.write(_CHANNEL[0], data):]
+    try:
+        while data:
+            data = data[os.write(_CHANNEL[0], data):]
+    except BrokenPipeError:  # the parent is gone (killed): nobody runs the job
+        raise SystemExit(1) from None
     return True
-
-
-STOPS = {signal.SIGINT, signal.SIGTERM}
-"""The signals that stop a run: held while forking, so the child never handles one as the
-parent would (it resets them first), and the parent's arrive inside its clean-up."""
 
 
 def parse_apart(parse: Callable[[], Any], meanwhile: Callable[[], None]) -> tuple[Any, int]:
