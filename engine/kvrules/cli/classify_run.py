@@ -58,8 +58,8 @@ def run(job: ClassifyJob) -> int:
     an evidence error; a usage error raises ``SystemExit(2)`` after its message)."""
     from kvrules import api
     plan_arg = str(job.plan) if job.plan is not None else None
-    cache = verdict_cache(job.cache, job.no_cache)
     workers = jobs(job.jobs)
+    cache = verdict_cache(job.cache, job.no_cache)
     fmt, output = job.fmt, job.output
     with usage_errors(job.max_errors):
         _check_destination(fmt, output)

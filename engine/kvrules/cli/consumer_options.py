@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Sequence
 
 import typer
 
-from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
+# re-exported: the commands read these here, beside the options they serve
+from kvrules.cli.execution import ExecutorName as ExecutorName
+from kvrules.cli.execution import jobs as jobs
+from kvrules.cli.execution import running as running
+from kvrules.cli.execution import verdict_cache as verdict_cache
 from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:  # the commands import the library only when they run
     from kvrules import api
-
-__all__ = ["ExecutorName", "jobs", "running", "verdict_cache"]  # the commands read them here
 
 
 class Format(str, Enum):
