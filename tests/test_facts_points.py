@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvrules import api
-from kvrules.artifacts.model import Document
+from kvrules.artifacts.model import Document, ResultColumns
 from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.facts.points import PointTable, point_table
 from kvrules.runtime.classes import (MISSING, point_classes, point_key, projection,
@@ -181,6 +181,29 @@ def test_the_usual_layout_gives_the_table_of_any_layout(ranks) -> None:
     assert [_as_fact(f.fact) for f in usual.peers] == [_as_fact(f.fact) for f in anyway.peers]
     for name in FIELDS:
         assert usual.column(name, MISSING) == anyway.column(name, MISSING), name
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_ranks())
+def test_columns_gathered_by_the_structural_check_give_the_same_table(ranks) -> None:
+    """Rank documents carry the columns their structural check gathered; the table built
+    from those is the table built from the results themselves."""
+    ids = [[r["point"]["benchmark_id"] for r in doc.data["results"]] for doc in ranks]
+    if any(i != ids[0] for i in ids) or len(set(ids[0])) != len(ids[0]):
+        ranks = [Document(d.path, d.relpath, {**d.data, "results": _unique(
+            ranks[0].data["results"])}) for d in ranks]
+    timed = []
+    for doc in ranks:
+        results = [{**r, "fpms": [{"wall_time": 1.0}]} for r in doc.data["results"]]
+        timed.append(Document(doc.path, doc.relpath, {**doc.data, "results": results},
+                              ResultColumns.read(results)))
+    by_results, by_columns = PointTable.of_ranks(ranks), PointTable.of_ranks(timed)
+    assert [_as_fact(f.fact) for f in by_columns.rows] == \
+        [_as_fact(f.fact) for f in by_results.rows]
+    assert [_as_fact(f.fact) for f in by_columns.peers] == \
+        [_as_fact(f.fact) for f in by_results.peers]
+    for name in FIELDS:
+        assert by_columns.column(name, MISSING) == by_results.column(name, MISSING), name
 
 
 def _unique(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

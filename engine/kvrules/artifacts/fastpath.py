@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvrules.artifacts.model import ResultColumns
+from kvrules.artifacts.model import ABSENT, Absent, ResultColumns
 
 _POINT_TYPES = frozenset({"prefill", "decode"})
 _INTS = {int}
 _STRINGS = {str}
-_OPTIONAL_STRINGS = {str, type(None)}
+_REGIMES = {str, type(None), Absent}
 _POSITIVE = (0.0).__lt__
 """``0.0 < x`` for a float or an int of any size (False for NaN)."""
 
@@ -39,7 +39,7 @@ def result_columns(results: Any) -> ResultColumns | None:
     if type(results) is not list:
         return None
     if not results:
-        return ResultColumns([], [], [])
+        return ResultColumns([], [], [], [], [], [], [], [])
     if set(map(type, results)) != {dict}:
         return None
     try:  # a required field missing: the schema says which
@@ -54,8 +54,8 @@ def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
     points = _points_ok([result["point"] for result in results])
     if points is None:
         return None
-    regimes = [result.get("kv_seed_regime") for result in results]
-    if not set(map(type, regimes)) <= _OPTIONAL_STRINGS or "" in regimes:
+    regimes = [result.get("kv_seed_regime", ABSENT) for result in results]
+    if not set(map(type, regimes)) <= _REGIMES or "" in regimes:
         return None  # (absent and null are both allowed)
     fpms = [result["fpms"] for result in results]
     if set(map(type, fpms)) != {list} or set(map(len, fpms)) != {1}:
@@ -69,31 +69,31 @@ def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
     walls = [f["wall_time"] for f in fpm]
     if not set(map(type, walls)) <= {float, int} or not all(map(_POSITIVE, walls)):
         return None
-    kinds, ids = points
-    return ResultColumns(kinds, ids, walls)
+    kinds, ids, batches, prefills, kv_reads, reasons = points
+    return ResultColumns(kinds, ids, walls, batches, prefills, kv_reads, regimes, reasons)
 
 
-def _points_ok(points: list[Any]) -> tuple[list[Any], list[Any]] | None:
+def _points_ok(points: list[Any]) -> tuple[list[Any], ...] | None:
     """``$defs/point`` for a whole column of points: exact types (``int`` is not ``bool``);
-    the point types and benchmark ids when it holds, else None (KeyError: a required
-    field is missing)."""
+    the columns of point types, benchmark ids, batch sizes, prefill and KV read tokens and
+    sample reasons (None where absent) when it holds, else None (KeyError: a required field
+    is missing)."""
     if set(map(type, points)) != {dict}:
         return None
     kinds = [p["point_type"] for p in points]
     if set(map(type, kinds)) != _STRINGS or not set(kinds) <= _POINT_TYPES:
         return None
-    ids: list[Any] = []
+    numbers: list[list[Any]] = []
     for name, least in (("benchmark_id", 1), ("batch_size", 0), ("total_prefill_tokens", 0),
                         ("total_kv_read_tokens", 0)):
         column = [p[name] for p in points]
         if set(map(type, column)) != _INTS or min(column) < least:
             return None
-        if name == "benchmark_id":
-            ids = column
+        numbers.append(column)
     reasons = [p.get("sample_reasons") for p in points]
     if not set(map(type, reasons)) <= {list, type(None)}:
         return None
     if not set(map(type, [reason for listed in reasons if listed for reason in listed])
                ) <= _STRINGS:
         return None
-    return kinds, ids
+    return (kinds, *numbers, reasons)

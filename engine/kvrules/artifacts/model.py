@@ -24,15 +24,40 @@ class NonFiniteNumber:
         return self.token
 
 
+class Absent:
+    """The value of a field an object does not hold, where ``None`` would read as JSON
+    ``null``. One object in every process: it pickles by name, so columns sent from a
+    worker still tell absent from any value."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "ABSENT"
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT = Absent()
+
+
 @dataclass(frozen=True)
 class ResultColumns:
     """Fields of a rank document's ``results``, one list per field in file order: the
     structural check gathers them while it checks every result, and the cross checks and
-    extraction read them instead of walking a thousand results again."""
+    fact extraction read them instead of walking a thousand results again.
+
+    ``kv_seed_regimes`` holds :data:`ABSENT` for a result without one; ``sample_reasons``
+    holds None for a point without them."""
 
     point_types: list[Any]
     benchmark_ids: list[Any]
     wall_times: list[Any]
+    batch_sizes: list[Any]
+    total_prefill_tokens: list[Any]
+    total_kv_read_tokens: list[Any]
+    kv_seed_regimes: list[Any]
+    sample_reasons: list[Any]
 
     @classmethod
     def read(cls, results: list[dict[str, Any]]) -> "ResultColumns":
@@ -41,7 +66,12 @@ class ResultColumns:
         points = [result["point"] for result in results]
         return cls([point["point_type"] for point in points],
                    [point["benchmark_id"] for point in points],
-                   [result["fpms"][0]["wall_time"] for result in results])
+                   [result["fpms"][0]["wall_time"] for result in results],
+                   [point["batch_size"] for point in points],
+                   [point["total_prefill_tokens"] for point in points],
+                   [point["total_kv_read_tokens"] for point in points],
+                   [result.get("kv_seed_regime", ABSENT) for result in results],
+                   [point.get("sample_reasons") for point in points])
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import pickle
 from collections.abc import Sequence
 from typing import Any, Iterator, overload
 
-from kvrules.artifacts.model import Document
+from kvrules.artifacts.model import ABSENT as _ABSENT
+from kvrules.artifacts.model import Absent, Document
 from kvrules.facts.model import CellFacts, Fact, PointRow
 
 POINT_PATHS = {"native_regime": "/kv_seed_regime", "native_skip_reason": "/kv_seed_regime",
@@ -37,21 +38,7 @@ SKIP = "skip:"
 """A native regime ``skip:<reason>`` names its reason after this prefix (producer format)."""
 
 
-class _Absent:
-    """The marker of an absent native regime; one object, in every process (it pickles by
-    name, so a table sent from a worker still tells absent from any value)."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> str:
-        return "_ABSENT"
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-_ABSENT = _Absent()
-_UNCONFUSED = frozenset({str, int, type(None), _Absent})
+_UNCONFUSED = frozenset({str, int, type(None), Absent})
 """Classes no two of which hold equal values (the absent marker's included)."""
 
 
@@ -67,6 +54,34 @@ reported row itself)."""
 _RARE = ("_reasons", "_files", "_positions", "_indexes", "_ranks", "_held", "_row")
 """Columns read only to build a copy's whole fact or name its source, never for the report's
 coordinates: a pickled table carries them packed, unpacked on their first use."""
+
+
+def _found(doc: Document) -> dict[str, list[Any]]:
+    """The columns a table keeps, by point field, as one rank document holds them in file
+    order: those its structural check gathered, else read from its results (a document
+    built by hand need hold nothing the table does not read)."""
+    c = doc.columns
+    if c is None:
+        results = doc.data["results"]
+        points = list(map(_POINT, results))
+        return {**{name: [p[name] for p in points] for name in COORDINATES},
+                "native_regime": [r.get("kv_seed_regime", _ABSENT) for r in results],
+                "sample_reasons": [p.get("sample_reasons") for p in points]}
+    return {"benchmark_id": c.benchmark_ids, "point_type": c.point_types,
+            "batch_size": c.batch_sizes, "total_prefill_tokens": c.total_prefill_tokens,
+            "total_kv_read_tokens": c.total_kv_read_tokens,
+            "native_regime": c.kv_seed_regimes, "sample_reasons": c.sample_reasons}
+
+
+def _copies(found: list[dict[str, list[Any]]], name: str, order: list[int] | None
+            ) -> list[Any]:
+    """One column over every copy of the usual layout: the first rank's values in
+    ``order`` (None: as they are), then every other rank's as they are."""
+    first = found[0][name]
+    out = list(first) if order is None else [first[i] for i in order]
+    for columns in found[1:]:
+        out += columns[name]
+    return out
 
 
 class PointTable:
@@ -107,14 +122,22 @@ class PointTable:
               indexes: list[int], ranks: list[int], held: list[list[Any]], row: list[int],
               n_rows: int) -> None:
         """Keep the columns of the copies whose ``results`` items are given, in copy order."""
-        self.n_rows = n_rows
-        self._size = len(results)
-        self._built: dict[int, Fact] = {}
         points = list(map(_POINT, results))
         columns = zip(*map(_COORDINATE_VALUES, points)) if points else [[]] * len(COORDINATES)
-        self._coordinates = dict(zip(COORDINATES, map(list, columns)))
-        self._natives = [result.get("kv_seed_regime", _ABSENT) for result in results]
-        self._reasons = [p.get("sample_reasons") for p in points]
+        self._keep(dict(zip(COORDINATES, map(list, columns))),
+                   [result.get("kv_seed_regime", _ABSENT) for result in results],
+                   [p.get("sample_reasons") for p in points],
+                   files, positions, indexes, ranks, held, row, n_rows)
+
+    def _keep(self, coordinates: dict[str, list[Any]], natives: list[Any],
+              reasons: list[Any], files: list[str], positions: list[int], indexes: list[int],
+              ranks: list[int], held: list[list[Any]], row: list[int], n_rows: int) -> None:
+        """Keep the columns of the copies, in copy order (lists this table owns)."""
+        self.n_rows = n_rows
+        self._size = len(natives)
+        self._built: dict[int, Fact] = {}
+        self._coordinates = coordinates
+        self._natives, self._reasons = natives, reasons
         self._files, self._positions, self._indexes = files, positions, indexes
         self._ranks, self._held, self._row = ranks, held, row
 
@@ -140,16 +163,18 @@ class PointTable:
         for row, i in enumerate(order):
             row_of[i] = row
         held = [list(numbers) for _ in ids]
-        first = ranks[0].data["results"]
-        results = [first[i] for i in order]
         files, positions, copy_ranks = [ranks[0].relpath] * n, [0] * n, [numbers[0]] * n
         for r, doc in enumerate(ranks[1:], 1):
-            results += doc.data["results"]
             files += [doc.relpath] * n
             positions += [r] * n
             copy_ranks += [numbers[r]] * n
+        found = list(map(_found, ranks))
+        in_order = None if order == list(range(n)) else order
         table = cls.__new__(cls)
-        table._fill(results, files, positions, order + list(range(n)) * others, copy_ranks,
+        table._keep({name: _copies(found, name, in_order) for name in COORDINATES},
+                    _copies(found, "native_regime", in_order),
+                    _copies(found, "sample_reasons", in_order),
+                    files, positions, order + list(range(n)) * others, copy_ranks,
                     [held[i] for i in order] + held * others, [-1] * n + row_of * others, n)
         return table
 
