@@ -155,10 +155,12 @@ def _warmup_fields(doc: Document) -> tuple[dict[str, Any], dict[str, tuple[str, 
     _copy(fields, "block", data, "kvwarm")
     for key in WARMUP_KEYS:
         _copy(fields, key, data.get("kvwarm"), key)
-    sources = {"": (doc.relpath, pointer("kvwarm")), "block": (doc.relpath, pointer("kvwarm"))}
-    for key in WARMUP_KEYS:
-        sources[key] = (doc.relpath, pointer("kvwarm", key))
-    return fields, sources
+    return fields, {name: (doc.relpath, at) for name, at in _WARMUP_POINTERS.items()}
+
+
+_WARMUP_POINTERS = {"": pointer("kvwarm"), "block": pointer("kvwarm"),
+                    **{key: pointer("kvwarm", key) for key in WARMUP_KEYS}}
+"""Where each field of a kvwarm or warmup fact is found in its rank artifact."""
 
 
 def _kvwarm_fact(doc: Document) -> Fact:
@@ -190,18 +192,21 @@ def _rank_fact(doc: Document) -> Fact:
     for key in PARALLEL_KEYS:
         _copy(fields, key, parallel, key)
     _copy(fields, "vllm_version", versions, "vllm")
-    sources = {"": (doc.relpath, pointer("engine")), "engine": (doc.relpath, pointer("engine"))}
-    for name, key in (("model_block", "model"), ("parallel_block", "parallel"),
-                      ("versions_block", "versions"), ("kv_cache_block", "kv_cache")):
-        sources[name] = (doc.relpath, pointer("engine", key))
-    for key in ("model_type", "architectures", "model"):
-        sources[key] = (doc.relpath, pointer("engine", "model", key))
-    for key in PARALLEL_KEYS:
-        sources[key] = (doc.relpath, pointer("engine", "parallel", key))
-    sources["vllm_version"] = (doc.relpath, pointer("engine", "versions", "vllm"))
-    sources["groups"] = (doc.relpath, pointer("engine", "kv_cache", "groups"))
-    sources["capture_error"] = (doc.relpath, pointer("engine", "capture_error"))
-    return Fact("rank", f"rank{rank}", fields, sources)
+    return Fact("rank", f"rank{rank}", fields,
+                {name: (doc.relpath, at) for name, at in _RANK_POINTERS.items()})
+
+
+_RANK_POINTERS = {
+    "": pointer("engine"), "engine": pointer("engine"),
+    **{name: pointer("engine", key) for name, key in (
+        ("model_block", "model"), ("parallel_block", "parallel"),
+        ("versions_block", "versions"), ("kv_cache_block", "kv_cache"))},
+    **{key: pointer("engine", "model", key) for key in ("model_type", "architectures", "model")},
+    **{key: pointer("engine", "parallel", key) for key in PARALLEL_KEYS},
+    "vllm_version": pointer("engine", "versions", "vllm"),
+    "groups": pointer("engine", "kv_cache", "groups"),
+    "capture_error": pointer("engine", "capture_error")}
+"""Where each field of a rank fact is found in its rank artifact (the same in every one)."""
 
 
 def _spec_fields(spec: Any) -> dict[str, Any]:
