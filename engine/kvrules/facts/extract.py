@@ -147,6 +147,11 @@ def _cell_fact(ev: CellEvidence) -> Fact:
 WARMUP_KEYS = ("enabled", "warm_eligible", "skip_reason")
 
 
+_WARMUP_POINTERS = {"": pointer("kvwarm"), "block": pointer("kvwarm"),
+                    **{key: pointer("kvwarm", key) for key in WARMUP_KEYS}}
+"""Where each field of a kvwarm or warmup fact is found in its rank artifact."""
+
+
 def _warmup_fields(doc: Document) -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
     """One artifact's kvwarm block as found (``block`` absent when the key is) and the
     keys of the triple copied out of it when it is an object."""
@@ -156,11 +161,6 @@ def _warmup_fields(doc: Document) -> tuple[dict[str, Any], dict[str, tuple[str, 
     for key in WARMUP_KEYS:
         _copy(fields, key, data.get("kvwarm"), key)
     return fields, {name: (doc.relpath, at) for name, at in _WARMUP_POINTERS.items()}
-
-
-_WARMUP_POINTERS = {"": pointer("kvwarm"), "block": pointer("kvwarm"),
-                    **{key: pointer("kvwarm", key) for key in WARMUP_KEYS}}
-"""Where each field of a kvwarm or warmup fact is found in its rank artifact."""
 
 
 def _kvwarm_fact(doc: Document) -> Fact:
@@ -173,6 +173,19 @@ def _kvwarm_fact(doc: Document) -> Fact:
 def _warmup_fact(doc: Document) -> Fact:
     fields, sources = _warmup_fields(doc)
     return Fact("warmup", f"warmup{fields['rank']}", fields, sources)
+
+
+_RANK_POINTERS = {
+    "": pointer("engine"), "engine": pointer("engine"),
+    **{name: pointer("engine", key) for name, key in (
+        ("model_block", "model"), ("parallel_block", "parallel"),
+        ("versions_block", "versions"), ("kv_cache_block", "kv_cache"))},
+    **{key: pointer("engine", "model", key) for key in ("model_type", "architectures", "model")},
+    **{key: pointer("engine", "parallel", key) for key in PARALLEL_KEYS},
+    "vllm_version": pointer("engine", "versions", "vllm"),
+    "groups": pointer("engine", "kv_cache", "groups"),
+    "capture_error": pointer("engine", "capture_error")}
+"""Where each field of a rank fact is found in its rank artifact (the same in every one)."""
 
 
 def _rank_fact(doc: Document) -> Fact:
@@ -194,19 +207,6 @@ def _rank_fact(doc: Document) -> Fact:
     _copy(fields, "vllm_version", versions, "vllm")
     return Fact("rank", f"rank{rank}", fields,
                 {name: (doc.relpath, at) for name, at in _RANK_POINTERS.items()})
-
-
-_RANK_POINTERS = {
-    "": pointer("engine"), "engine": pointer("engine"),
-    **{name: pointer("engine", key) for name, key in (
-        ("model_block", "model"), ("parallel_block", "parallel"),
-        ("versions_block", "versions"), ("kv_cache_block", "kv_cache"))},
-    **{key: pointer("engine", "model", key) for key in ("model_type", "architectures", "model")},
-    **{key: pointer("engine", "parallel", key) for key in PARALLEL_KEYS},
-    "vllm_version": pointer("engine", "versions", "vllm"),
-    "groups": pointer("engine", "kv_cache", "groups"),
-    "capture_error": pointer("engine", "capture_error")}
-"""Where each field of a rank fact is found in its rank artifact (the same in every one)."""
 
 
 def _spec_fields(spec: Any) -> dict[str, Any]:

@@ -56,17 +56,22 @@ _RARE = ("_reasons", "_files", "_positions", "_indexes", "_ranks", "_held", "_ro
 coordinates: a pickled table carries them packed, unpacked on their first use."""
 
 
+def _columns_of(results: list[Any]) -> dict[str, list[Any]]:
+    """The columns a table keeps, by point field, read from ``results`` items in order."""
+    points = list(map(_POINT, results))
+    columns = zip(*map(_COORDINATE_VALUES, points)) if points else [[]] * len(COORDINATES)
+    return {**dict(zip(COORDINATES, map(list, columns))),
+            "native_regime": [result.get("kv_seed_regime", _ABSENT) for result in results],
+            "sample_reasons": [p.get("sample_reasons") for p in points]}
+
+
 def _found(doc: Document) -> dict[str, list[Any]]:
-    """The columns a table keeps, by point field, as one rank document holds them in file
-    order: those its structural check gathered, else read from its results (a document
-    built by hand need hold nothing the table does not read)."""
+    """One rank document's columns (as :func:`_columns_of` names them): those its structural
+    check gathered, else read from its results (a document built by hand need hold nothing
+    the table does not read)."""
     c = doc.columns
     if c is None:
-        results = doc.data["results"]
-        points = list(map(_POINT, results))
-        return {**{name: [p[name] for p in points] for name in COORDINATES},
-                "native_regime": [r.get("kv_seed_regime", _ABSENT) for r in results],
-                "sample_reasons": [p.get("sample_reasons") for p in points]}
+        return _columns_of(doc.data["results"])
     return {"benchmark_id": c.benchmark_ids, "point_type": c.point_types,
             "batch_size": c.batch_sizes, "total_prefill_tokens": c.total_prefill_tokens,
             "total_kv_read_tokens": c.total_kv_read_tokens,
@@ -115,29 +120,19 @@ class PointTable:
         docs, positions, indexes, ranks, held, row = map(list, zip(*copies)) if copies \
             else ([], [], [], [], [], [])
         results = list(map(operator.getitem, [doc.data["results"] for doc in docs], indexes))
-        self._fill(results, [doc.relpath for doc in docs], positions, indexes, ranks, held,
-                   row, n_rows)
+        self._keep(_columns_of(results), [doc.relpath for doc in docs], positions, indexes,
+                   ranks, held, row, n_rows)
 
-    def _fill(self, results: list[Any], files: list[str], positions: list[int],
+    def _keep(self, columns: dict[str, list[Any]], files: list[str], positions: list[int],
               indexes: list[int], ranks: list[int], held: list[list[Any]], row: list[int],
               n_rows: int) -> None:
-        """Keep the columns of the copies whose ``results`` items are given, in copy order."""
-        points = list(map(_POINT, results))
-        columns = zip(*map(_COORDINATE_VALUES, points)) if points else [[]] * len(COORDINATES)
-        self._keep(dict(zip(COORDINATES, map(list, columns))),
-                   [result.get("kv_seed_regime", _ABSENT) for result in results],
-                   [p.get("sample_reasons") for p in points],
-                   files, positions, indexes, ranks, held, row, n_rows)
-
-    def _keep(self, coordinates: dict[str, list[Any]], natives: list[Any],
-              reasons: list[Any], files: list[str], positions: list[int], indexes: list[int],
-              ranks: list[int], held: list[list[Any]], row: list[int], n_rows: int) -> None:
-        """Keep the columns of the copies, in copy order (lists this table owns)."""
+        """Keep the columns of the copies (by point field, see :func:`_columns_of`), in copy
+        order (lists this table owns)."""
         self.n_rows = n_rows
-        self._size = len(natives)
+        self._size = len(columns["native_regime"])
         self._built: dict[int, Fact] = {}
-        self._coordinates = coordinates
-        self._natives, self._reasons = natives, reasons
+        self._coordinates = {name: columns[name] for name in COORDINATES}
+        self._natives, self._reasons = columns["native_regime"], columns["sample_reasons"]
         self._files, self._positions, self._indexes = files, positions, indexes
         self._ranks, self._held, self._row = ranks, held, row
 
@@ -171,10 +166,8 @@ class PointTable:
         found = list(map(_found, ranks))
         in_order = None if order == list(range(n)) else order
         table = cls.__new__(cls)
-        table._keep({name: _copies(found, name, in_order) for name in COORDINATES},
-                    _copies(found, "native_regime", in_order),
-                    _copies(found, "sample_reasons", in_order),
-                    files, positions, order + list(range(n)) * others, copy_ranks,
+        table._keep({name: _copies(found, name, in_order) for name in found[0]}, files,
+                    positions, order + list(range(n)) * others, copy_ranks,
                     [held[i] for i in order] + held * others, [-1] * n + row_of * others, n)
         return table
 
