@@ -1,22 +1,23 @@
 """``--jobs N``: worker processes that load, extract and prepare cells for the parent's engine.
 
 Every engine call stays on the parent's supervised engine worker, so the verdicts do not
-depend on N. A worker that dies (the OOM killer, ``kill -9``) breaks the process pool: the
-cells it had in flight are then prepared in the parent, exactly as ``--jobs 1`` prepares
-them, and a fresh pool takes the cells after them. After ``MAX_BREAKS`` broken pools the
-run goes on in the parent alone. Nothing waits for a result that will never come.
+depend on N. Each worker has its own pipe: the parent sends it cells to prepare and reads
+the prepared cells back, with no thread in between (a pool's threads fight the parent's
+main thread for the interpreter lock while it drives the engine and writes the report).
+A worker that dies (the OOM killer, ``kill -9``) costs nothing: the cells it had in
+flight are prepared in the parent, exactly as ``--jobs 1`` prepares them, and a fresh
+worker takes its place. After ``MAX_BREAKS`` deaths no worker is started again and the
+parent prepares what is left. Nothing waits for a result that will never come.
 """
 from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
-import threading
-import time
+import socket
 from collections import deque
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Iterable, Iterator
 
@@ -32,7 +33,7 @@ AHEAD_PER_WORKER = 4
 """Cells a worker may have prepared before the parent takes them."""
 
 MAX_BREAKS = 3
-"""Broken pools after which the parent prepares the remaining cells itself."""
+"""Worker deaths after which the parent prepares the remaining cells itself."""
 
 WORKER_NICENESS = 5
 """Workers yield the CPU to the parent and its engine, the run's one sequential path: on
@@ -40,10 +41,12 @@ a machine with no spare core, workers that ran as often would slow that path dow
 finish their own part early only to wait."""
 
 LIVENESS_POLL = 1.0
-"""Seconds between checks, while waiting for a cell, that the pool's workers are alive."""
+"""Seconds between checks, while waiting for a cell, that its worker is alive."""
 
-UNBLOCK_SECONDS = 5.0
-"""How long a stopped pool's thread is fed to finish a message cut short (see :func:`_stop`)."""
+SEND_BUFFER = 1 << 20
+"""Bytes a worker's pipe may hold (the system's cap applies): room for the cells a worker
+may prepare ahead (~60 KiB each), so it goes on with the next cell instead of waiting for
+the parent to read (on Linux the default holds about three)."""
 
 MAX_DEFAULT_JOBS = 8
 """The most workers a run starts unasked: past a few, the one engine is the longest path
@@ -59,39 +62,87 @@ def default_jobs() -> int:
         cores = os.cpu_count() or 1
     return max(1, min(cores, MAX_DEFAULT_JOBS))
 
-Job = tuple["Future[Prepared]", ProcessPoolExecutor]
-"""A cell being prepared, and the pool preparing it."""
-
-_WORKER_POLICY: list[CompiledPolicy] = []
-"""The compiled policy of this worker process (set when the pool starts it)."""
-
 
 def extract_ref(ref: CellRef) -> CellFacts:
     """The facts of one discovered cell."""
     return extract_cell(load_cell(ref))
 
 
-def _init_worker(cp: CompiledPolicy, parent_pid: int) -> None:
+def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
+           inherited: list[Connection]) -> None:
+    """A worker's life: prepare each cell the parent sends, in order, until the pipe closes.
+    What goes back is small (the cell's facts, one fact per class, the report rows'
+    columns); None asks the parent to prepare the cell itself (it raised here)."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
-    child_signals(parent_pid, signal.SIGINT)  # the parent owns ^C; stopping the pool stops us
+    child_signals(parent_pid, signal.SIGINT)  # the parent owns ^C; stopping us is its call
     os.nice(WORKER_NICENESS)
-    _WORKER_POLICY[:] = [cp]
+    for other in inherited:  # the parent's ends of the other workers' pipes
+        other.close()
+    while True:
+        try:
+            ref = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        try:
+            prepared: Prepared | None = prepare(policy, extract_ref(ref)).reported()
+        except Exception:  # noqa: BLE001 - the parent prepares it and reports as --jobs 1
+            prepared = None
+        try:
+            conn.send_bytes(pickle.dumps(prepared, pickle.HIGHEST_PROTOCOL))
+        except OSError:  # the parent stopped listening: the run is over
+            return
 
 
-def _prepare_ref(ref: CellRef) -> Prepared:
-    """A worker's part of a cell: load, extract and group points into classes. What comes
-    back is small (the cell's facts, one fact per class, the report rows' columns)."""
-    return prepare(_WORKER_POLICY[0], extract_ref(ref)).reported()
+class _Worker:
+    """One extraction process, the cells sent to it in order and those it sent back."""
+
+    def __init__(self, process: BaseProcess, conn: Connection) -> None:
+        self.process = process
+        self.conn = conn
+        self.sent: deque[CellRef] = deque()
+        self.back: deque[Prepared | None] = deque()
+        self.alive = True
+
+    @property
+    def busy(self) -> int:
+        """Cells sent and not yet back: the worker with the fewest gets the next one."""
+        return len(self.sent) - len(self.back)
+
+    def read(self) -> bool:
+        """Take one prepared cell off the pipe; False when the worker is gone."""
+        try:
+            self.back.append(pickle.loads(self.conn.recv_bytes()))
+            return True
+        except (EOFError, OSError):
+            return False
+
+    def stop(self) -> None:
+        self.alive = False
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join()
+        self.conn.close()
+
+
+def _pipe() -> tuple[Connection, Connection]:
+    """The parent's and the worker's ends of a new worker's pipe (a socket pair, as
+    ``multiprocessing.Pipe`` makes on POSIX, with room for the cells sent back)."""
+    ours, its = socket.socketpair()
+    try:
+        its.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+    except OSError:  # a platform without the option: the default buffer serves
+        pass
+    return Connection(ours.detach()), Connection(its.detach())
 
 
 class ExtractionWorkers:
-    """A pool of ``jobs`` extraction processes, replaced when one of them dies."""
+    """``jobs`` extraction processes; one that dies is replaced (up to ``MAX_BREAKS``)."""
 
     def __init__(self, jobs: int, policy: CompiledPolicy) -> None:
         self.jobs = jobs
         self.policy = policy
         self.breaks = 0
-        self._pool: ProcessPoolExecutor | None = None
+        self._workers: list[_Worker] = []
 
     def __enter__(self) -> "ExtractionWorkers":
         return self
@@ -99,33 +150,44 @@ class ExtractionWorkers:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, ref: CellRef) -> "Job | None":
-        """Start preparing ``ref`` in a worker; None when the parent must prepare it."""
-        while self.breaks < MAX_BREAKS:
+    def submit(self, ref: CellRef) -> "_Worker | None":
+        """Send ``ref`` to the least busy worker; None when the parent must prepare it."""
+        self._collect()
+        while (len(self._workers) < self.jobs and self.breaks < MAX_BREAKS
+               and not multiprocessing.current_process().daemon):  # which may not fork
             try:
-                if self._pool is None:
-                    self._pool = self._start()
-                return self._pool.submit(_prepare_ref, ref), self._pool
-            except BrokenProcessPool:
+                self._workers.append(self._start())
+            except OSError:  # no process can be forked now: a break, as a death is
                 self._broken()
-        return None
+        if not self._workers:
+            return None
+        worker = min(self._workers, key=lambda w: w.busy)
+        try:
+            worker.conn.send_bytes(pickle.dumps(ref, pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            self._died(worker)
+            return None
+        worker.sent.append(ref)
+        return worker
 
-    def result(self, ref: CellRef, job: "Job | None") -> Prepared:
+    def result(self, ref: CellRef, job: "_Worker | None") -> Prepared:
         """The prepared cell; prepared here when its worker died (or none was used)."""
         if job is not None:
-            future, pool = job
-            try:
-                return _wait(future, pool)
-            except (BrokenProcessPool, CancelledError):
-                if pool is self._pool:  # the first news of this pool's death
-                    self._broken()
+            while job.alive and not job.back and self._wait(job):
+                if not job.read():
+                    self._died(job)
+            job.sent.popleft()
+            if job.back:
+                prepared = job.back.popleft()
+                if prepared is not None:
+                    return prepared
         return prepare(self.policy, extract_ref(ref))
 
     def in_order(self, refs: Iterable[CellRef]) -> Iterator[Prepared]:
         """The prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
         ahead: a parent slower than its workers (waiting on the engine) holds a bounded
         number of cells, not the whole run."""
-        window: deque[tuple[CellRef, Job | None]] = deque()
+        window: deque[tuple[CellRef, _Worker | None]] = deque()
         for ref in refs:
             window.append((ref, self.submit(ref)))
             if len(window) >= AHEAD_PER_WORKER * self.jobs:
@@ -136,79 +198,53 @@ class ExtractionWorkers:
     def close(self) -> None:
         """Stop the workers now (a cell they are preparing is not waited for). A Ctrl-C
         arriving meanwhile waits until they are stopped: interrupted halfway, the run would
-        leave workers and the pool's thread behind, and the interpreter waits for both."""
-        if self._pool is not None:
-            with signals_deferred():
-                _stop(self._pool)
-            self._pool = None
+        leave workers behind."""
+        with signals_deferred():
+            for worker in self._workers:
+                worker.stop()
+        self._workers = []
 
-    def _start(self) -> ProcessPoolExecutor:
-        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-        pool = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_init_worker,
-                                   initargs=(self.policy, os.getpid()))
-        try:
-            with signals_deferred():  # a fork start method forks on the first submit (not
-                pool.submit(int)  # waited for: a worker that cannot start breaks the pool,
-        except BrokenProcessPool:  # and its cells are then prepared here)
-            _stop(pool)
-            raise
-        return pool
+    def _start(self) -> _Worker:
+        if hasattr(os, "fork"):
+            ctx = multiprocessing.get_context("fork")
+            mine, theirs = _pipe()
+        else:
+            ctx = multiprocessing.get_context("spawn")  # type: ignore[assignment]
+            mine, theirs = ctx.Pipe()
+        inherited = [mine, *(w.conn for w in self._workers)]
+        process = ctx.Process(target=_serve, daemon=True, name="kvrules-extraction",
+                              args=(self.policy, theirs, os.getpid(), inherited))
+        with signals_deferred():
+            try:
+                process.start()
+            except BaseException:
+                mine.close()
+                raise
+            finally:
+                theirs.close()  # only the worker holds its end: its death is our end of file
+        return _Worker(process, mine)
+
+    def _collect(self) -> None:
+        """Read what the workers have finished, so the next cell goes to one that is free."""
+        ready = wait([w.conn for w in self._workers], timeout=0) if self._workers else []
+        for worker in self._workers[:]:
+            if worker.conn in ready and not worker.read():
+                self._died(worker)
+
+    def _wait(self, worker: _Worker) -> bool:
+        """Wait until ``worker`` has something to read (True) or is dead (False)."""
+        while not wait([worker.conn], timeout=LIVENESS_POLL):
+            if not worker.process.is_alive() and not worker.conn.poll():
+                self._died(worker)
+                return False
+        return True
+
+    def _died(self, worker: _Worker) -> None:
+        """``worker`` is gone: the cells it still had are prepared here, in their turn."""
+        if worker.alive:
+            worker.stop()
+            self._workers.remove(worker)
+            self._broken()
 
     def _broken(self) -> None:
         self.breaks += 1
-        self.close()
-
-
-def _wait(future: "Future[Prepared]", pool: ProcessPoolExecutor) -> Prepared:
-    """The future's result, or BrokenProcessPool when a worker is dead and the pool has
-    not said so one poll later: a worker killed while writing its result leaves the
-    pool's thread reading the rest of the message, and the future would never settle."""
-    dead_seen = False
-    while True:
-        try:
-            return future.result(timeout=LIVENESS_POLL)
-        except FutureTimeout:
-            if dead_seen:
-                raise BrokenProcessPool("a worker died and its pool did not notice") from None
-            dead_seen = any(p.exitcode is not None for p in _processes(pool))
-
-
-def _processes(pool: ProcessPoolExecutor) -> list[BaseProcess]:
-    return list((getattr(pool, "_processes", None) or {}).values())
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Shut ``pool`` down without waiting for the cells in flight (Python < 3.14 has no
-    public way to stop its processes, so they are terminated through the pool's table)."""
-    running = _processes(pool)
-    thread = getattr(pool, "_executor_manager_thread", None)
-    results = getattr(pool, "_result_queue", None)
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in running:
-        if process.is_alive():
-            process.terminate()
-    for process in running:
-        process.join()
-    if thread is not None and results is not None:
-        _unblock(thread, results._writer.fileno())
-
-
-def _unblock(thread: threading.Thread, writer: int) -> None:
-    """End the pool's thread, even one reading the rest of a message whose writer was
-    terminated mid-write (the interpreter waits for that thread at exit, and other
-    children hold the pipe open, so no end of file comes): it is fed zeros, reads a
-    message that does not decode, declares the pool broken and returns."""
-    thread.join(0.05)
-    if not thread.is_alive():
-        return
-    os.set_blocking(writer, False)
-    deadline = time.monotonic() + UNBLOCK_SECONDS
-    filler = bytes(1 << 16)
-    while thread.is_alive() and time.monotonic() < deadline:
-        try:
-            os.write(writer, filler)
-        except BlockingIOError:  # the pipe is full: the thread is not reading it
-            pass
-        except OSError:
-            return
-        thread.join(0.01)
