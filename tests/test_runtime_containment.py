@@ -233,6 +233,46 @@ def test_interrupt_exits_promptly_without_output(tmp_path, big_corpus, sig, code
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_interrupt_with_extraction_workers_running_leaves_no_process(tmp_path, big_corpus):
+    """Ctrl-C once the engine worker and both extraction workers run: the command exits
+    130 without output, and none of its workers outlives it."""
+    out = tmp_path / "report.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != HOOK}
+    proc = subprocess.Popen([sys.executable, "-m", "kvrules", "classify", "--no-cache",
+                             *big_corpus, "--format", "jsonl", "--jobs", "2", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 3 and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen.update(_children(proc.pid))
+        assert proc.poll() is None and len(seen) >= 3, "no moment with three workers"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr[-2000:]
+    assert stdout == "" and not out.exists()
+    deadline = time.monotonic() + 5
+    while any(map(_running, seen)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [pid for pid in seen if _running(pid)] == []
+
+
+def _running(pid: str) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (one waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def _interruptible() -> None:
     """In the child: SIGINT as an interactive shell gives it. A process that starts with
     SIGINT ignored keeps it ignored (Python's rule for background jobs), and a test session

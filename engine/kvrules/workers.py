@@ -117,6 +117,7 @@ class _Worker:
             return False
 
     def stop(self) -> None:
+        """End the process now (a cell it is preparing is dropped) and reap it."""
         self.alive = False
         if self.process.is_alive():
             self.process.terminate()
