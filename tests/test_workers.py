@@ -116,3 +116,29 @@ def test_after_max_breaks_no_pool_is_started() -> None:
 def test_no_death_no_break() -> None:
     got = run([])
     assert got["same"] is True and got["breaks"] == 0
+
+
+def test_workers_told_no_more_cells_come_end_by_themselves() -> None:
+    """``in_order(..., last=True)``: once the last cell is sent the workers end as they
+    finish (the parent then only reaps them); every cell still comes back from them."""
+    import time
+
+    from kvrules import api, workers
+    from kvrules.artifacts.discover import discover
+
+    policy = api.load_policy()
+    refs = discover(CAMPAIGNS)
+    pool = workers.ExtractionWorkers(2, policy.compiled)
+    taken: list[workers.Prepared] = []
+    try:
+        for prepared in pool.in_order(refs, last=True):
+            taken.append(prepared)
+        processes = [w.process for w in pool._workers]
+        deadline = time.monotonic() + 10
+        while any(p.is_alive() for p in processes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(processes) == 2 and not any(p.is_alive() for p in processes)
+        assert [p.exitcode for p in processes] == [0, 0] and pool.breaks == 0
+    finally:
+        pool.close()
+    assert [p.cell.cell_id for p in taken] == [r.cell_id for r in refs]

@@ -246,7 +246,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     # Workers load and extract in parallel; every engine call stays on the parent's
     # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
     with ExtractionWorkers(min(jobs, total), policy.compiled) as workers:
-        prepared = workers.in_order(refs)
+        prepared = workers.in_order(refs, last=True)
         yield from _counted(policy.classifier.classify_prepared(prepared), total, progress)
 
 

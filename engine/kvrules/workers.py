@@ -116,6 +116,21 @@ class _Worker:
         except (EOFError, OSError):
             return False
 
+    def finish(self) -> None:
+        """Send nothing more: the worker reads the end of its cells, sends the last back
+        and exits (the pipe stays open for reading them)."""
+        fd = os.dup(self.conn.fileno())
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:  # not a socket (spawn's pipes): the worker is stopped at close
+            os.close(fd)
+            return
+        with sock:
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:  # the worker is gone already
+                pass
+
     def stop(self) -> None:
         """End the process now (a cell it is preparing is dropped) and reap it."""
         self.alive = False
@@ -184,15 +199,20 @@ class ExtractionWorkers:
                     return prepared
         return prepare(self.policy, extract_ref(ref))
 
-    def in_order(self, refs: Iterable[CellRef]) -> Iterator[Prepared]:
+    def in_order(self, refs: Iterable[CellRef], last: bool = False) -> Iterator[Prepared]:
         """The prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
         ahead: a parent slower than its workers (waiting on the engine) holds a bounded
-        number of cells, not the whole run."""
+        number of cells, not the whole run. ``last``: no cell is submitted after these, so
+        once the last is sent the workers are told to end when they are done (they exit
+        while the parent takes their last cells, instead of being stopped after them)."""
         window: deque[tuple[CellRef, _Worker | None]] = deque()
         for ref in refs:
             window.append((ref, self.submit(ref)))
             if len(window) >= AHEAD_PER_WORKER * self.jobs:
                 yield self.result(*window.popleft())
+        if last:
+            for worker in self._workers:
+                worker.finish()
         while window:
             yield self.result(*window.popleft())
 
