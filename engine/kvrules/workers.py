@@ -167,10 +167,12 @@ class ExtractionWorkers:
         self.close()
 
     def submit(self, ref: CellRef) -> "_Worker | None":
-        """Send ``ref`` to the least busy worker; None when the parent must prepare it."""
+        """Send ``ref`` to the least busy worker; None when the parent must prepare it.
+        Workers start one per cell sent, so the first cell is on its way before the next
+        worker is forked."""
         self._collect()
-        while (len(self._workers) < self.jobs and self.breaks < MAX_BREAKS
-               and not multiprocessing.current_process().daemon):  # which may not fork
+        if (len(self._workers) < self.jobs and self.breaks < MAX_BREAKS
+                and not multiprocessing.current_process().daemon):  # which may not fork
             try:
                 self._workers.append(self._start())
             except OSError:  # no process can be forked now: a break, as a death is
