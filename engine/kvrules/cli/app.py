@@ -140,10 +140,13 @@ def main() -> None:
 def _classify_apart() -> int:
     """``kvrules classify``: parsed in a child while the pipeline is imported here, then run
     here (the exit status of the run, or the child's when it printed help or an error)."""
-    gc.disable()  # the imports build ~20,000 objects that live as long as the process:
-    from kvrules.cli import classify_run  # collecting meanwhile finds nothing (~4 ms)
+    # The imports build ~20,000 objects that live as long as the process: collecting while
+    # they are built finds nothing (~4 ms), and no later collection (here or in the workers
+    # forked next) needs to walk them.
+    gc.disable()
+    from kvrules.cli import classify_run
     job, status = handoff.parse_apart(lambda: build_app("classify")(prog_name="kvrules"),
                                       classify_run.preload)
-    gc.freeze()  # nor will any later collection, here or in the workers forked next
+    gc.freeze()
     gc.enable()
     return status if job is None else classify_run.run(job)
