@@ -205,3 +205,31 @@ def test_the_cache_keeps_only_the_most_recently_used_policies(
         api.load_policy(folder)
     kept = entries(cache)
     assert len(kept) == 2 and shipped[0] in kept
+
+
+def test_the_code_fingerprint_covers_every_code_package_and_no_data_package(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module edited anywhere in the code (here two packages down) changes the
+    fingerprint; files in the data packages (example campaigns, rules, schemas) are not
+    walked (an installed kvrules holds ~50 folders of examples)."""
+    package = tmp_path / "kvrules"
+    shutil.copytree(policies._PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    for data in ("examples", "rules", "schemas"):
+        (package / data).mkdir(exist_ok=True)
+    monkeypatch.setattr(policies, "_PACKAGE", package)
+
+    def fingerprint() -> str:
+        policies.code_fingerprint.cache_clear()
+        try:
+            return policies.code_fingerprint()
+        finally:
+            policies.code_fingerprint.cache_clear()
+
+    first = fingerprint()
+    for data in ("examples", "rules", "schemas"):
+        (package / data / "deep").mkdir()
+        (package / data / "deep" / "extra.py").write_text("# data\n", encoding="utf-8")
+    assert fingerprint() == first
+    module = package / "authoring" / "lint" / "base.py"
+    module.write_text(module.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert fingerprint() != first
