@@ -248,11 +248,11 @@ class ExtractionWorkers:
         return _Worker(process, mine)
 
     def _collect(self) -> None:
-        """Read what the workers have finished, so the next cell goes to one that is free."""
-        ready = wait([w.conn for w in self._workers], timeout=0) if self._workers else []
+        """Read every cell the workers have finished, so the next goes to one that is free."""
         for worker in self._workers[:]:
-            if worker.conn in ready and not worker.read():
-                self._died(worker)
+            while worker.alive and worker.conn.poll():
+                if not worker.read():
+                    self._died(worker)
 
     def _wait(self, worker: _Worker) -> bool:
         """Wait until ``worker`` has something to read (True) or is dead (False)."""
