@@ -1,6 +1,7 @@
 """Discovery: which inputs are campaigns or cells, in which order, and usage errors."""
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 from pathlib import Path
@@ -173,3 +174,29 @@ def test_every_path_is_checked_before_the_first_cell(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(KvrulesUsageError, match="nor a folder of campaigns"):
         iter_discover([str(good), str(tmp_path / "empty")])
+
+
+def test_real_path_is_what_resolve_gives(tmp_path: Path, monkeypatch) -> None:
+    """Cell folders resolved through their folder's cached resolution equal
+    ``Path.resolve()`` of the same path: plain folders, a symbolic link to a folder, a link
+    in the path above, a link to a link, a dangling link, a missing folder, ``..`` and a
+    relative path."""
+    from kvrules.artifacts.discover import real_path
+    real = tmp_path / "real"
+    (real / "cells" / "a").mkdir(parents=True)
+    (real / "cells" / "b").mkdir()
+    (real / "cells" / "to-a").symlink_to(real / "cells" / "a")
+    (real / "cells" / "to-to-a").symlink_to(real / "cells" / "to-a")
+    (real / "cells" / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "linked").symlink_to(real)
+    monkeypatch.chdir(tmp_path)
+    paths = [real / "cells" / "a", real / "cells" / "b", real / "cells" / "to-a",
+             real / "cells" / "to-to-a", real / "cells" / "dangling", real / "cells" / "missing",
+             tmp_path / "linked" / "cells" / "a", tmp_path / "linked" / "cells" / "to-a",
+             real / "cells" / "b" / ".." / "a", Path("linked/cells/b"), Path("real/cells/a/"),
+             tmp_path / "linked" / "cells" / "missing"]
+    folders: dict[str, Path] = {}
+    for _ in range(2):  # the second pass reads the cached folders
+        for path in paths:
+            assert real_path(path, folders) == Path(os.path.abspath(path)).resolve(), path
+    assert real_path(tmp_path / "linked" / "cells" / "to-a", {}) == real / "cells" / "a"
