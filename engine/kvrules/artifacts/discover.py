@@ -206,10 +206,13 @@ def _campaign_cells(given: str, root: Path, explicit: Path | None) -> list[CellR
 
 
 def _folder_ids(cells_dir: Path) -> set[str]:
-    """Every folder under ``cells/``, hidden ones (``.name``) included: none vanishes."""
+    """Every folder under ``cells/``, hidden ones (``.name``) included: none vanishes.
+    (``scandir`` knows which entries are folders without a ``stat`` each but for links.)"""
+    if not cells_dir.is_dir():
+        return set()
     try:
-        return {p.name for p in cells_dir.iterdir() if p.is_dir()} if cells_dir.is_dir() \
-            else set()
+        with os.scandir(cells_dir) as entries:
+            return {entry.name for entry in entries if entry.is_dir()}
     except OSError as exc:
         raise KvrulesUsageError(f"{cells_dir}: cannot list folder: {exc.strerror or exc}") \
             from None
