@@ -76,7 +76,7 @@ def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the CLI:
     child_signals(parent_pid, signal.SIGINT)  # the parent owns ^C; stopping us is its call
     os.nice(WORKER_NICENESS)
-    for other in inherited:  # the parent's ends of the other workers' pipes
+    for other in inherited:  # the parent's ends of this worker's pipe and the others'
         other.close()
     while True:
         try:
