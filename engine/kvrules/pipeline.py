@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from kvrules.records import record
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
 from kvrules.artifacts.model import CellEvidence
@@ -94,7 +95,7 @@ def _structural(diagnostics: list[Diagnostic]) -> bool:
     return any(d.code in STRUCTURAL_CODES for d in diagnostics)
 
 
-@dataclass(frozen=True)
+@record
 class Prepared:
     """A cell ready for the backend: its facts, its point classes and the problems found.
 
@@ -135,7 +136,7 @@ def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
     return Prepared(cell, classes, class_of, True)
 
 
-@dataclass(frozen=True)
+@record
 class CellRun:
     """One cell classified with everything kept (for explain, coverage and policy tests)."""
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
+from kvrules.records import record
 from kvrules.artifacts.jsonio import read_json
 from kvrules.diagnostics import KvrulesUsageError, KvrulesWarning
 
@@ -22,7 +22,7 @@ CELLS_DIR = "cells"
 RAW_DIR = "raw"
 
 
-@dataclass(frozen=True)
+@record
 class CellRef:
     """Where one cell lives; cheap and picklable so cells can be loaded in worker processes."""
 

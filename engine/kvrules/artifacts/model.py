@@ -5,10 +5,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 
 
-@dataclass(frozen=True)
+@record
 class NonFiniteNumber:
     """A JSON ``NaN``/``Infinity``/``-Infinity`` token, kept as a marker and not a float.
 
@@ -41,7 +42,7 @@ class Absent:
 ABSENT = Absent()
 
 
-@dataclass(frozen=True)
+@record
 class ResultColumns:
     """Fields of a rank document's ``results``, one list per field in file order: the
     structural check gathers them while it checks every result, and the cross checks and
@@ -74,7 +75,7 @@ class ResultColumns:
                    [point.get("sample_reasons") for point in points])
 
 
-@dataclass(frozen=True)
+@record
 class Document:
     """One decoded JSON object and where it came from (``relpath`` is relative to the input).
 
@@ -99,7 +100,7 @@ class Document:
         return [result["point"]["benchmark_id"] for result in self.data["results"]]
 
 
-@dataclass(frozen=True)
+@record
 class TextFile:
     """A small text file read literally (``run.sh``); never executed."""
 

@@ -27,7 +27,7 @@ Objects and lists are written as values (``block: {}``, ``groups: [...]``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
@@ -35,6 +35,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from kvrules.records import record
 from kvrules.authoring.overlay import Edit, Overlay
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import WARMUP_KEYS
@@ -57,7 +58,7 @@ RULE_TEST_ERROR = "rule_test_error"
 """A policy test file is not YAML, breaks its schema, or gives facts outside the catalogue."""
 
 
-@dataclass(frozen=True)
+@record
 class Case:
     """One test case, located in its file."""
 
@@ -81,7 +82,7 @@ class Case:
         return "artifacts" if self.artifacts is not None else "facts"
 
 
-@dataclass(frozen=True)
+@record
 class Shared:
     """What the cases of one file start from: compact defaults, campaign, campaign folder."""
 

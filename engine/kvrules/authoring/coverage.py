@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvrules.records import record
 from kvrules.authoring.joins import Env, SessionFact, Traced, walk
 from kvrules.policy.evaluate import atoms, eval_atom
 from kvrules.policy.decisions import is_pick_rule, step_rules
@@ -49,7 +50,7 @@ def deciding_outcomes(where: Expr | None, fields: dict[str, Any],
             != eval_forced(where, fields, env, a, False)]
 
 
-@dataclass(frozen=True)
+@record
 class Condition:
     """One condition of the policy, where it is and what it tests."""
 
@@ -61,7 +62,7 @@ class Condition:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class CoverageReport:
     """Rule and condition coverage of one test run."""
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Sequence
 
+from kvrules.records import record
 from kvrules import api
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.verdicts.model import CellVerdict, PointVerdict, PolicyIdentity, Report
@@ -19,7 +20,7 @@ from kvrules.verdicts.model import CellVerdict, PointVerdict, PolicyIdentity, Re
 Key = tuple[str, str, int]
 
 
-@dataclass(frozen=True)
+@record
 class Outcome:
     """What a policy made of one point."""
 
@@ -35,7 +36,7 @@ class Outcome:
         return f"{self.regime} ({'eligible' if self.eligible else 'not eligible'})"
 
 
-@dataclass(frozen=True)
+@record
 class PointChange:
     campaign: str
     cell_id: str
@@ -46,7 +47,7 @@ class PointChange:
     new_by: str
 
 
-@dataclass(frozen=True)
+@record
 class ChangeGroup:
     """All points that went from one outcome to another, and which rules did it."""
 
@@ -57,7 +58,7 @@ class ChangeGroup:
     points: tuple[PointChange, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CorpusDiff:
     base: PolicyIdentity
     head: PolicyIdentity

@@ -14,9 +14,10 @@ reference semantics of conditions; nothing here decides anything.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kvrules.records import record
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.causes import Cause, point_causes, subject_only
@@ -34,7 +35,7 @@ from kvrules.policy.model import Rule
 from kvrules.verdicts.model import PointVerdict
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One fired rule of a derivation, ``depth`` levels below the verdict."""
 
@@ -47,7 +48,7 @@ class Step:
     negations: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class PointExplanation:
     campaign: str
     cell_id: str

@@ -8,9 +8,9 @@ shown), and holds when none did (for each, the condition that kept it from firin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from kvrules.records import record
 from kvrules.authoring.causes import Cause
 from kvrules.authoring.joins import SessionFact, Traced, why_not
 from kvrules.authoring.whynot import why_not_of
@@ -19,7 +19,7 @@ from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import Pattern, Rule
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     """One rule checking a condition in one scope: fired (the condition failed) or not."""
 
@@ -29,7 +29,7 @@ class Check:
     evidence: tuple[Evidence, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ConditionRow:
     condition: str
     description: str
@@ -38,7 +38,7 @@ class ConditionRow:
     checks: tuple[Check, ...]
 
 
-@dataclass(frozen=True)
+@record
 class GroupExplanation:
     group: str
     eligible: bool
@@ -46,7 +46,7 @@ class GroupExplanation:
     rows: tuple[ConditionRow, ...]
 
 
-@dataclass(frozen=True)
+@record
 class PointsByCause:
     """Ineligible points of one cell that share a regime and a root cause."""
 
@@ -57,7 +57,7 @@ class PointsByCause:
     causes: tuple[Cause, ...]
 
 
-@dataclass(frozen=True)
+@record
 class CellExplanation:
     campaign: str
     cell_id: str

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from kvrules.records import record
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.evaluate import atoms, eval_expr, first_failure
@@ -29,7 +30,7 @@ WALK_LIMIT = 20000
 Env = dict[str, dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record
 class SessionFact:
     """A fact of the session: its fields (with ``id``), the fact it came from, its stratum."""
 
@@ -122,7 +123,7 @@ def candidates(traced: Traced, pattern: Pattern, stratum: int) -> list[SessionFa
     return [f for f in traced.facts.get(pattern.fact, []) if f.stratum <= limit]
 
 
-@dataclass(frozen=True)
+@record
 class Blocker:
     """Why a rule cannot fire: the first pattern (in order) that no join prefix gets past.
 

@@ -25,10 +25,10 @@ import json
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvrules.records import record
 from kvrules.artifacts.discover import CELLS_DIR, PLAN_NAME, RAW_DIR, discover
 from kvrules.artifacts.load import PROVENANCE_NAME, load_cell
 from kvrules.diagnostics import KvrulesUsageError
@@ -39,7 +39,7 @@ RANK_SELECTOR = re.compile(r"^rank([0-9]+)$")
 GLOB_CHARS = set("*?[")
 
 
-@dataclass(frozen=True)
+@record
 class Edit:
     """One change to the copied campaign (see module docstring)."""
 
@@ -63,7 +63,7 @@ class Edit:
         return {"file": self.file, "pointer": self.pointer, "value": self.value}
 
 
-@dataclass(frozen=True)
+@record
 class Overlay:
     """A campaign folder, the cell to test (None: its only cell) and the edits."""
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvrules.records import record
 
-@dataclass(frozen=True)
+
+@record
 class RuleFired:
     """A rule fired: which facts it bound (alias → fact id), what it derived, and why."""
 

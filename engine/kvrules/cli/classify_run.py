@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from kvrules.records import record
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
 from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
 
@@ -27,7 +27,7 @@ class Format(str, Enum):
     parquet = "parquet"
 
 
-@dataclass(frozen=True)
+@record
 class ClassifyJob:
     """``kvrules classify`` as parsed: the options' values, nothing derived from them yet."""
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 import filelock
 import pyarrow as pa
 
+from kvrules.records import record
 from kvrules.consumers import codes
 from kvrules.consumers.marker import MARKER, marker, read_marker
 from kvrules.consumers.merge import Merge, merge_cells
@@ -41,7 +42,7 @@ LOCK_NAME = ".kvrules-publish.lock"
 TABLE_PARTS = ("system", "backend", "backend_version")
 
 
-@dataclass(frozen=True)
+@record
 class TablePublication:
     """What a publish did (or would have done) to one table."""
 
@@ -56,7 +57,7 @@ class TablePublication:
                 MARKER: self.classification, "written": self.written}
 
 
-@dataclass(frozen=True)
+@record
 class Publication:
     """The outcome of one publish: every table touched, or the errors that stopped it."""
 

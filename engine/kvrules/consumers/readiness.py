@@ -17,9 +17,9 @@ upgrades an already published table, and it never writes inside the campaign.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
+from kvrules.records import record
 from kvrules import api
 from kvrules.diagnostics import NO_RANK_ARTIFACTS, Diagnostic
 from kvrules.verdicts.model import KVRULES_VERSION, CellVerdict, PolicyIdentity, Report
@@ -31,7 +31,7 @@ ABSENT = "absent"
 """Key of ``native_regime_counts`` for points whose artifacts carry no native regime."""
 
 
-@dataclass(frozen=True)
+@record
 class CellReadiness:
     """One cell's readiness with the counts it was decided from."""
 
@@ -58,7 +58,7 @@ class CellReadiness:
                 "eligible": self.eligible_text}
 
 
-@dataclass(frozen=True)
+@record
 class CampaignReadiness:
     """The cells of one input path, in classification order."""
 
@@ -76,7 +76,7 @@ class CampaignReadiness:
                 "cells": [c.to_dict() for c in self.cells]}
 
 
-@dataclass(frozen=True)
+@record
 class ReadinessReport:
     """Readiness of every campaign and the policy that classified them."""
 

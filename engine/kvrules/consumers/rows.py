@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from kvrules.records import record
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.verdicts.model import KVRULES_VERSION, PolicyIdentity
 
@@ -55,7 +55,7 @@ METADATA_KEY = b"kvrules"
 Row = dict[str, Any]
 
 
-@dataclass(frozen=True)
+@record
 class Rows:
     """Formal rows and the identity of the policy whose verdicts gave their ``kv_seed_regime``."""
 

@@ -9,13 +9,13 @@ so a damaged table is never built upon.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
 import pyarrow as pa
 
+from kvrules.records import record
 from kvrules import api
 from kvrules.consumers import codes
 from kvrules.consumers.marker import marker_problems
@@ -42,7 +42,7 @@ def known_policy_versions(policies: Iterable[Any] = ()) -> frozenset[str]:
     return frozenset({shipped_policy_version(), *extra})
 
 
-@dataclass(frozen=True)
+@record
 class TableCheck:
     """The verdict on one published table (``table`` relative to the verified folder)."""
 
@@ -61,7 +61,7 @@ class TableCheck:
                 "problems": [p.to_dict() for p in self.problems]}
 
 
-@dataclass(frozen=True)
+@record
 class Verification:
     """Every table found under a folder and its check."""
 
@@ -78,7 +78,7 @@ class Verification:
                 "tables": [t.to_dict() for t in self.tables]}
 
 
-@dataclass(frozen=True)
+@record
 class Inspection:
     """A table as read from disk: its check, its rows and its commit record when readable."""
 

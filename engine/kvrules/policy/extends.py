@@ -26,6 +26,7 @@ from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.policy import codes
 from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
@@ -47,7 +48,7 @@ Reader = Callable[[Root, str], tuple[dict[str, str], dict[str, YamlSyntaxError]]
 """Reads one policy directory: (files by name, files that could not be read)."""
 
 
-@dataclass(frozen=True)
+@record
 class Layer:
     """One policy directory of a chain: its label and the names of its files."""
 

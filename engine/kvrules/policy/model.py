@@ -5,11 +5,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from kvrules.records import record
+
 Loc = tuple[str, int, int]
 """(file, line, column) of a policy element."""
 
 
-@dataclass(frozen=True)
+@record
 class Ref:
     """A reference to a field of another bound fact: ``{ref: alias.field}``."""
 
@@ -20,7 +22,7 @@ class Ref:
 Operand = Any  # a literal (scalar or list of scalars) or a Ref
 
 
-@dataclass(frozen=True)
+@record
 class Atom:
     """One test of one field: ``field op operand``; ``negated`` after pushing ``not`` down."""
 
@@ -39,7 +41,7 @@ class Atom:
         return f"not ({text})" if self.negated else text
 
 
-@dataclass(frozen=True)
+@record
 class Expr:
     """A boolean combination: kind is ``and``/``or`` over children, or ``atom``."""
 
@@ -48,7 +50,7 @@ class Expr:
     atom: Atom | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Pattern:
     """A fact pattern: bind one fact of ``fact`` type as ``alias`` when ``where`` holds."""
 
@@ -60,7 +62,7 @@ class Pattern:
     loc: Loc
 
 
-@dataclass(frozen=True)
+@record
 class Action:
     """One action: kind is derive|error|fail|qualify|regime|eligible."""
 
@@ -93,7 +95,7 @@ COMMON_FIELDS = {"id": "string"}
 DERIVED_COMMON_FIELDS = {"id": "string", "by": "string"}
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     """One rule: patterns (positive and ``none``), actions, and a reason template."""
 
@@ -117,7 +119,7 @@ class Rule:
         return tuple(p for p in self.patterns if p.negated)
 
 
-@dataclass(frozen=True)
+@record
 class Parameter:
     name: str
     type: str
@@ -131,7 +133,7 @@ PICK_SUFFIX = ".first_matching_step"
 CANDIDATE_SUFFIX = "_candidate"
 
 
-@dataclass(frozen=True)
+@record
 class DecisionStep:
     """One step of a decision, as written: conditions, value, reason, location."""
 
@@ -151,7 +153,7 @@ class DecisionStep:
         return not self.patterns
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     """An ordered decision: the first step that holds for a subject decides its result."""
 
@@ -207,7 +209,7 @@ class Policy:
     header_loc: Loc = ("", 0, 0)
 
 
-@dataclass(frozen=True)
+@record
 class PolicyIdentity:
     """Which policy produced a report: name, version and a digest of its files and parameters."""
 

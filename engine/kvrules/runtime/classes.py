@@ -7,13 +7,13 @@ with other facts), so points with equal outcomes form a class evaluated once.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from kvrules.records import record
 from kvrules.facts.model import Fact
 from kvrules.facts.points import PointTable
 from kvrules.policy.compiled import CompiledPolicy
@@ -68,7 +68,7 @@ def _read_column(values: list[Any], kind: str, by_shape: bool) -> list[Any]:
     return [_read_value(v, kind, by_shape) for v in values]
 
 
-@dataclass(frozen=True)
+@record
 class _Read:
     """How the rules read one point field: its declared kind, whether only its shape
     matters, the tests on it, and whether its raw value is copied or compared (a ref)."""

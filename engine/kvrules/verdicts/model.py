@@ -11,13 +11,14 @@ from dataclasses import dataclass, fields
 from operator import attrgetter, truth
 from typing import Any, overload
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import PolicyIdentity as PolicyIdentity
 
 KVRULES_VERSION = "0.1.0"
 
 
-@dataclass(frozen=True)
+@record
 class FailedCondition:
     """One failed condition of a cell-level qualification (e.g. ``D9``) with its reason."""
 
@@ -28,7 +29,7 @@ class FailedCondition:
         return {"id": self.id, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@record
 class Qualification:
     """A cell-level qualification group such as ``dense_synthetic_kv``."""
 
@@ -156,7 +157,7 @@ def _point_column(points: Sequence[PointVerdict], name: str) -> Iterable[Any]:
     return map(attrgetter(name), points)
 
 
-@dataclass(frozen=True)
+@record
 class CellVerdict:
     """The verdict of one cell: status, evidence errors, qualifications and its points."""
 
@@ -211,7 +212,7 @@ class CellVerdict:
                    trace=tuple(d.get("trace", ())))
 
 
-@dataclass(frozen=True)
+@record
 class Summary:
     cells: int
     cells_error: int
@@ -246,7 +247,7 @@ def add_summaries(a: Summary, b: Summary) -> Summary:
                    points_eligible=a.points_eligible + b.points_eligible, counts=counts)
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """One classification run: the policy that decided and every cell verdict."""
 

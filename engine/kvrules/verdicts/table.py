@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import textwrap
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
 from kvrules.verdicts.model import (CellVerdict, PolicyIdentity, Summary, add_summaries,
                                     summarize)
@@ -28,7 +28,7 @@ INDENT = "  "
 _BOLD, _RED, _GREEN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 
 
-@dataclass(frozen=True)
+@record
 class TableRow:
     """What the table shows of one cell: a few strings, not its points (a long run holds
     one of these per cell, never the verdicts themselves)."""
@@ -70,7 +70,7 @@ def _outcome(cell: CellVerdict) -> str:
     return "\n".join(f"{regime} {n}" for regime, n in cell.counts.items()) or "-"
 
 
-@dataclass(frozen=True)
+@record
 class _Column:
     header: str
     values: tuple[str, ...]

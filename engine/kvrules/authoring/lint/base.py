@@ -8,9 +8,9 @@ compiler errors and lint findings in one sorted list.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable
 
+from kvrules.records import record
 from kvrules.authoring.lint.sat import KindOf
 from kvrules.authoring.policyinfo import field_kind
 from kvrules.diagnostics import Diagnostic, Severity
@@ -18,7 +18,7 @@ from kvrules.policy.model import Loc, Policy
 from kvrules.policy.yamlpos import Positions, position_of
 
 
-@dataclass(frozen=True)
+@record
 class Issue:
     """One finding: which rule, where (file, line, column, JSON pointer) and what."""
 
@@ -38,7 +38,7 @@ class Issue:
                           severity=self.severity)
 
 
-@dataclass(frozen=True)
+@record
 class LintContext:
     """A compiled-enough policy: the model, declared fact types and source positions."""
 
@@ -62,7 +62,7 @@ class LintContext:
 Checker = Callable[[LintContext], Iterable[Issue]]
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     """A registered check: the finding it emits and the function that finds it."""
 
