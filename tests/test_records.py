@@ -154,3 +154,21 @@ def test_the_shipped_models_keep_their_own_behaviour() -> None:
     doc = Document(Path("rank.json"), "rank.json", {"k": 1})
     assert doc == Document(Path("rank.json"), "rank.json", {"k": 1}, columns=None)
     assert "columns" not in repr(doc)
+
+
+def test_a_mutable_record_is_the_plain_dataclass() -> None:
+    body = {"__qualname__": "Counter", "__annotations__": {"name": "str", "seen": "list[int]"},
+            "seen": field(default_factory=list)}
+    dc = dataclass(type("DataclassCounter", (), dict(body)))
+    rc = record(frozen=False)(type("RecordCounter", (), dict(body)))
+    for cls in (dc, rc):
+        cls.__qualname__ = "Counter"
+    a, b = dc("n"), rc("n")
+    b.seen.append(1)
+    b.name = "m"
+    assert repr(b) == "Counter(name='m', seen=[1])" and repr(a) == "Counter(name='n', seen=[])"
+    assert b == rc("m", [1]) and b != rc("m") and (b == a) is False
+    assert rc.__hash__ is None and dc.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(b)
+    del b.name  # nothing frozen about it

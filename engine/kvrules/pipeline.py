@@ -10,7 +10,7 @@ engine run per distinct shape, not per cell.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -156,7 +156,7 @@ def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> CellRun:
     return CellRun(prepared, ev, verdict)
 
 
-@dataclass
+@record(frozen=False)
 class _Job:
     """A cell of :meth:`Classifier.classify_stream` between preparation and its verdict."""
 

@@ -7,7 +7,9 @@ them before its first cell can start, 23 ms of a 50-cell run's serial start-up (
 compiles a class's methods in one go). ``@record`` has ``dataclasses`` write the
 ``__init__`` only and gives the other methods as closures over the field names, with the
 behaviour of a frozen dataclass: the same equality, hash, order and ``repr``, and no field
-assigned or deleted once ``__init__`` has set it (``FrozenInstanceError``). A record is a
+assigned or deleted once ``__init__`` has set it (``FrozenInstanceError``). The model's few
+mutable classes are ``@record(frozen=False)``: a plain dataclass, from one compilation
+instead of three. A record is a
 dataclass to ``dataclasses.fields``, ``replace`` and ``asdict``, to pickle and to type
 checkers (``dataclass_transform``). Methods the class body defines are kept, as
 ``@dataclass`` keeps them.
@@ -25,18 +27,20 @@ T = TypeVar("T", bound=type)
 @overload
 def record(cls: T, /) -> T: ...
 @overload
-def record(*, order: bool = False) -> Callable[[T], T]: ...
+def record(*, frozen: bool = True, order: bool = False) -> Callable[[T], T]: ...
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
-def record(cls: T | None = None, /, *, order: bool = False) -> T | Callable[[T], T]:
-    """``@dataclass(frozen=True)`` (``order=True`` with ``@record(order=True)``)."""
+def record(cls: T | None = None, /, *, frozen: bool = True,
+           order: bool = False) -> T | Callable[[T], T]:
+    """``@dataclass(frozen=True)``; ``@record(order=True)`` orders as ``order=True`` does,
+    and ``@record(frozen=False)`` is a plain (mutable, unhashable) ``@dataclass``."""
     if cls is None:
-        return lambda c: _make(c, order)
-    return _make(cls, order)
+        return lambda c: _make(c, frozen, order)
+    return _make(cls, frozen, order)
 
 
-def _make(cls: T, order: bool) -> T:
+def _make(cls: T, frozen: bool, order: bool) -> T:
     own = dict(cls.__dict__)  # before dataclass adds anything: what the body defines
     dataclass(eq=False, repr=False)(cls)  # in place: a class without __slots__ is kept
     every = fields(cls)
@@ -44,11 +48,12 @@ def _make(cls: T, order: bool) -> T:
     hashed = _tuple_of([f.name for f in every if (f.compare if f.hash is None else f.hash)])
     shown = [f.name for f in every if f.repr]
     names = frozenset(f.name for f in every)
-    methods: dict[str, Any] = {
-        "__repr__": _repr(shown), "__eq__": _compare(compared, tuple.__eq__),
-        "__setattr__": _setattr(names), "__delattr__": _delattr}
+    methods: dict[str, Any] = {"__repr__": _repr(shown),
+                               "__eq__": _compare(compared, tuple.__eq__)}
+    if frozen:
+        methods.update(__setattr__=_setattr(names), __delattr__=_delattr)
     if not _explicit_hash(own):
-        methods["__hash__"] = lambda self: hash(hashed(self))
+        methods["__hash__"] = (lambda self: hash(hashed(self))) if frozen else None
     if order:
         for name, test in (("__lt__", tuple.__lt__), ("__le__", tuple.__le__),
                            ("__gt__", tuple.__gt__), ("__ge__", tuple.__ge__)):
@@ -57,7 +62,8 @@ def _make(cls: T, order: bool) -> T:
             methods[name] = _compare(compared, test)
     for name, method in methods.items():
         if name not in own:
-            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            if method is not None:
+                method.__qualname__ = f"{cls.__qualname__}.{name}"
             setattr(cls, name, method)
     return cls
 

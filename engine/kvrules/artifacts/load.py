@@ -8,10 +8,11 @@ points can still be listed in the report.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Callable
 
+from kvrules.records import record
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.jsonio import read_json, read_text, relpath
@@ -104,7 +105,7 @@ def _present(path: Path) -> bool:
         return False
 
 
-@dataclass
+@record(frozen=False)
 class RawFiles:
     """The evidence files found below ``raw/``, by kind, plus folders that could not be listed."""
 

@@ -1,7 +1,7 @@
 """What the artifact stage hands to fact extraction: decoded files with their locations."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,7 @@ class TextFile:
     text: str
 
 
-@dataclass
+@record(frozen=False)
 class CellEvidence:
     """Everything on disk about one cell, structurally checked, not judged.
 

@@ -17,7 +17,7 @@ other half of an ``and`` that was already false, for instance).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvrules.records import record
@@ -95,7 +95,7 @@ class CoverageReport:
                                             "seen": seen} for c, seen in self.partial]}}
 
 
-@dataclass
+@record(frozen=False)
 class Coverage:
     """A tracer fed with each traced case; :meth:`report` summarises the run."""
 

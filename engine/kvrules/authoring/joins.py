@@ -12,7 +12,7 @@ a rule of a lower one, so every replayed outcome is one the engine could have se
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Literal
 
 from kvrules.records import record
@@ -42,7 +42,7 @@ class SessionFact:
     by: str | None = None
 
 
-@dataclass
+@record(frozen=False)
 class Traced:
     """One cell evaluated as ``classify`` does, with the facts and events kept."""
 

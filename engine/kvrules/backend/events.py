@@ -1,7 +1,7 @@
 """The event stream of one evaluation: what explain, coverage and traces are built from."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kvrules.records import record
@@ -19,7 +19,7 @@ class RuleFired:
     points: frozenset[str] = frozenset()
 
 
-@dataclass
+@record(frozen=False)
 class DerivedFact:
     """A fact asserted by a rule (``by``) from the facts it bound."""
 
@@ -30,7 +30,7 @@ class DerivedFact:
     bindings: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass
+@record(frozen=False)
 class Evaluation:
     """Result of evaluating one cell session: derived facts, fired rules, engine failures."""
 

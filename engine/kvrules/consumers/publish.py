@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -165,7 +164,7 @@ def _by_table(rows: list[Row]) -> list[tuple[tuple[str, ...], list[Row]]]:
     return [(k, list(g)) for k, g in groupby(sorted(rows, key=parts), key=parts)]
 
 
-@dataclass
+@record(frozen=False)
 class _TablePlan:
     """One table's merge, computed under the lock before anything is written."""
 

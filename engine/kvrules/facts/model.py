@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 
 Source = tuple[str, str]
@@ -56,7 +57,7 @@ class PointRow:
         return value if isinstance(value, str) else None
 
 
-@dataclass
+@record(frozen=False)
 class CellFacts:
     """Everything the engine needs about one cell, plus its structural diagnostics."""
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.policy import codes, decisions, operators
 from kvrules.policy.catalogue import base_catalogue
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 TEMPLATE_FIELDS = ("message", "reason")
 
 
-@dataclass
+@record(frozen=False)
 class CompileState:
     """Everything the passes read and write."""
 

@@ -21,7 +21,7 @@ file and line, so every diagnostic still points at the file that holds the text.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -56,7 +56,7 @@ class Layer:
     names: tuple[str, ...]
 
 
-@dataclass
+@record(frozen=False)
 class Sources:
     """Every file of a resolved chain, base layers first, and the problems of reading it."""
 
@@ -161,7 +161,7 @@ class ExtendState(Protocol):
               rule: str | None = None, severity: str = "error") -> None: ...
 
 
-@dataclass
+@record(frozen=False)
 class RuleSite:
     """Where a rule of the chain is: its file, index in that file's ``rules`` and line."""
 

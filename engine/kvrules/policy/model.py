@@ -1,7 +1,7 @@
 """The parsed policy: rules, patterns, tests and actions, each with its source location."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any
 
@@ -190,7 +190,7 @@ class Decision:
         return None
 
 
-@dataclass
+@record(frozen=False)
 class Policy:
     """A whole policy directory after parsing (before compilation)."""
 
