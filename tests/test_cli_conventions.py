@@ -53,7 +53,11 @@ def test_shell_completion_completes_commands_and_options(tmp_path: Path) -> None
     done = subprocess.run(["kvrules"], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, **env}, timeout=60)
     assert done.stdout.split() == ["--format"]
-    script = _kvrules("--show-completion", "bash", cwd=tmp_path)
+    # typer takes the shell from the command's parent process, as when a user types it in
+    # bash (a test runner started by no shell has none; "; exit" keeps bash from exec-ing)
+    line = f"'{sys.executable}' -m kvrules --show-completion bash; exit $?"
+    script = subprocess.run(["bash", "-c", line], capture_output=True, text=True,
+                            cwd=tmp_path, timeout=120)
     assert script.returncode == 0 and "_KVRULES_COMPLETE" in script.stdout
 
 
