@@ -76,7 +76,14 @@ class FakeLibrary:
 
     def load_policy(self, rules: Any = None, parameters: Any = None) -> Any:
         self.calls.append(("load_policy", (rules, parameters)))
-        return type("Policy", (), {"identity": self.report.policy})()
+        calls = self.calls
+
+        class Policy:
+            identity = self.report.policy
+
+            def close(self, wait: bool = True) -> None:
+                calls.append(("close", wait))
+        return Policy()
 
     def classify(self, paths: list[str], policy: Any = None, **kw: Any) -> Report:
         self.calls.append(("classify", (paths, kw["plan"], kw["jobs"])))
@@ -106,7 +113,8 @@ def test_json_is_the_rendered_report_and_exit_is_the_report_code(
     assert (result.exit_code, result.stdout, result.stderr) == (
         1, render_json(fake.report), "")
     assert fake.calls == [("load_policy", (None, None)), ("iter_classify", (["a", "b"], None,
-                                                                         default_jobs()))]
+                                                                         default_jobs())),
+                          ("close", False)]  # the engine stopped once the last cell is in
 
 
 def test_a_fully_classified_report_exits_0(runner: CliRunner, fake: FakeLibrary) -> None:
@@ -120,7 +128,7 @@ def test_options_reach_the_library(runner: CliRunner, fake: FakeLibrary) -> None
             "--no-dense-synthetic-kv", "-f", "json"]
     assert runner.invoke(app, args).exit_code == 1
     assert fake.calls == [("load_policy", (Path("pol"), {"dense_synthetic_kv": False})),
-                          ("iter_classify", (["cell"], "plan.json", 3))]
+                          ("iter_classify", (["cell"], "plan.json", 3)), ("close", False)]
 
 
 def test_jsonl_streams_from_iter_classify(runner: CliRunner, fake: FakeLibrary) -> None:

@@ -263,6 +263,42 @@ def test_interrupt_with_extraction_workers_running_leaves_no_process(tmp_path, b
     assert [pid for pid in seen if _running(pid)] == []
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_a_finished_run_leaves_no_process_and_its_whole_report(tmp_path, big_corpus):
+    """The command ends without the interpreter's clean-up (``cli.app._end``) and stops its
+    engine worker before the report's last sync: none of its workers outlives it, and the
+    report it wrote, or printed on stdout, is whole (the same bytes either way)."""
+    out = tmp_path / "report.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != HOOK}
+    args = [sys.executable, "-m", "kvrules", "classify", "--no-cache", *big_corpus,
+            "--format", "jsonl", "--jobs", "2"]
+    proc = subprocess.Popen([*args, "-o", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    seen: set[str] = set()
+    try:
+        while proc.poll() is None:
+            seen.update(_children(proc.pid))
+            time.sleep(0.002)
+        stderr = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, stderr[-2000:]  # the examples hold evidence errors
+    assert len(seen) >= 3, "never saw the engine worker and both extraction workers"
+    deadline = time.monotonic() + 5
+    while any(map(_running, seen)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [pid for pid in seen if _running(pid)] == []
+    printed = subprocess.run(args, capture_output=True, env=env, timeout=120)
+    assert printed.returncode == 1
+    report = out.read_bytes()
+    assert printed.stdout == report
+    lines = report.splitlines()
+    assert json.loads(lines[0])["kind"] == "report" and json.loads(lines[-1])["kind"] == "summary"
+    assert json.loads(lines[-1])["cells"] == len(big_corpus)
+
+
 def _running(pid: str) -> bool:
     """Whether process ``pid`` exists and is not a zombie (one waiting to be reaped)."""
     try:

@@ -16,18 +16,40 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dense-legacy-stamp-format"
 HEAVY = ("durable", "durable_rules_engine", "pyarrow", "jsonschema", "numpy")
-PROBE = """
-import json, sys
+ON_EXIT = """
+import os, sys
+_PID, _EXIT = os.getpid(), os._exit
+
+
+def _reported_exit(code):
+    if os.getpid() == _PID:  # not a forked child (the parser, a worker) ending
+        report(code)
+    _EXIT(code)
+
+
+os._exit = _reported_exit  # a finished ``kvrules classify`` ends here (cli.app._end)
+"""
+"""Prepended to a probe that defines ``report(code)``: it then also runs when the command
+ends through ``os._exit``, skipping the interpreter's clean-up (and the probe's ``finally``)."""
+PROBE = ON_EXIT + """
+import json
 from kvrules.cli.app import main
+
+
+def report(code):
+    loaded = sorted({m.split(".")[0] for m in sys.modules})
+    sys.__stderr__.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+    sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+    sys.__stderr__.flush()
+
+
 try:
     sys.argv = ["kvrules", *json.loads(sys.argv[1])]
     main()
 except SystemExit:
     pass
 finally:
-    loaded = sorted({m.split(".")[0] for m in sys.modules})
-    sys.__stderr__.write("\\nLOADED " + json.dumps(loaded) + "\\n")
-    sys.__stderr__.write("MODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+    report(None)
 """
 
 
@@ -102,10 +124,14 @@ def test_the_process_that_classifies_never_imports_typer(tmp_path: Path) -> None
     """``classify`` is parsed in a forked child (kvrules.cli.handoff): the process a user
     started imports the pipeline meanwhile, then classifies without the command line's
     library (typer and click are ~60 ms of imports)."""
-    probe = ("import sys\nfrom kvrules.cli.app import main\n"
-             "sys.argv = ['kvrules', 'classify', sys.argv[1], '-o', sys.argv[2]]\n"
-             "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code)\n"
-             "print(sorted(m for m in sys.modules if m.startswith(('kvrules.cli.', 'typer'))))")
+    probe = ON_EXIT + (
+        "from kvrules.cli.app import main\n"
+        "def report(code):\n"
+        "    print('exit', code)\n"
+        "    print(sorted(m for m in sys.modules if m.startswith(('kvrules.cli.', 'typer'))))\n"
+        "    sys.stdout.flush()\n"
+        "sys.argv = ['kvrules', 'classify', sys.argv[1], '-o', sys.argv[2]]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    report(e.code)\n")
     done = subprocess.run([sys.executable, "-c", probe, str(EXAMPLE), str(tmp_path / "r.txt")],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     *_, status, modules = done.stdout.splitlines()

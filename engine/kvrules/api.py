@@ -50,6 +50,12 @@ class Policy:
         """Name, version, digest and parameters: what a report records as its policy."""
         return self.compiled.identity
 
+    def close(self, wait: bool = True) -> None:
+        """Stop this policy's engine worker now (the next cell starts a new one): for a
+        caller done classifying, so the worker ends while the caller finishes its output.
+        ``wait``: until it is gone (otherwise it is reaped later)."""
+        self.classifier.close(wait)
+
     def with_parameters(self, **parameters: Any) -> "Policy":
         """The same rules with other parameter values (e.g. dense_synthetic_kv=False)."""
         merged = {**self.compiled.parameters, **parameters}

@@ -174,9 +174,9 @@ class Classifier:
         self.evaluations = 0
         self.engine = durable.Backend(cp)
 
-    def close(self) -> None:
-        """Stop the engine worker (it restarts on the next cell)."""
-        self.engine.close()
+    def close(self, wait: bool = True) -> None:
+        """Stop the engine worker (it restarts on the next cell); ``wait``: until it is gone."""
+        self.engine.close(wait)
 
     def start(self) -> None:
         """Start the engine worker now, for a run that has cells to evaluate: it loads the

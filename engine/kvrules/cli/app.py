@@ -21,7 +21,7 @@ import signal
 import sys
 import warnings
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence, TextIO
 
 from kvrules.cli import handoff
 
@@ -124,7 +124,10 @@ def main() -> None:
     try:
         command = _named_command(sys.argv[1:])
         if command == "classify" and handoff.can_fork():
-            sys.exit(_classify_apart())
+            status = _classify_apart()
+            if not _RECEIVED:
+                _end(status)
+            sys.exit(status)
         build_app(command)(prog_name="kvrules")
     except _Stopped as stopped:
         _exit_stopped(stopped.signum)
@@ -135,6 +138,19 @@ def main() -> None:
     finally:
         gc.freeze()  # the process ends next: its last full collection would find nothing
         # to free that exit does not free anyway (measured: 15 ms of every classify run)
+
+
+def _end(status: int) -> NoReturn:
+    """End a ``kvrules classify`` process that has done its job: its report is written and
+    synced, its workers are gone or stopped, stdout and stderr are flushed here. What the
+    interpreter's own exit would add is freeing every object and module one by one, which the
+    kernel does at once (measured: 7 ms of a 50-cell run, after the report is complete)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed, or a pipe whose reader left: nothing to add
+            pass
+    os._exit(status)
 
 
 def _classify_apart() -> int:

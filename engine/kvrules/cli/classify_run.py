@@ -8,7 +8,7 @@ import shutil
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from kvrules.records import record
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
@@ -69,7 +69,10 @@ def run(job: ClassifyJob) -> int:
         with CellProgress(enabled=not shared_tty, force=job.progress) as progress, \
                 running(job.executor, workers, job.scheduler):
             cells = _ExitTap(api.iter_classify(job.paths, policy, plan=plan_arg, jobs=workers,
-                                               progress=progress, cache=cache))
+                                               progress=progress, cache=cache),
+                             # the command classifies nothing after these cells: the engine
+                             # worker is stopped while the report's end is written and synced
+                             done=lambda: policy.close(wait=False))
             if fmt is Format.parquet:
                 from kvrules.verdicts.dataset import write_dataset
                 write_dataset(cells, output)  # type: ignore[arg-type]
@@ -80,10 +83,12 @@ def run(job: ClassifyJob) -> int:
 
 
 class _ExitTap:
-    """Pass cell verdicts through while remembering whether any cell was in error."""
+    """Pass cell verdicts through while remembering whether any cell was in error; ``done``
+    is called once the last verdict has been taken."""
 
-    def __init__(self, cells: Iterable[CellVerdict]) -> None:
+    def __init__(self, cells: Iterable[CellVerdict], done: Callable[[], None]) -> None:
         self._cells = cells
+        self._done = done
         self.exit_code = 0
 
     def __iter__(self) -> Iterator[CellVerdict]:
@@ -91,6 +96,7 @@ class _ExitTap:
             if cell.status == "error":
                 self.exit_code = 1
             yield cell
+        self._done()
 
 
 def _policy_identity(policy: Any) -> "PolicyIdentity":
