@@ -150,6 +150,11 @@ def _end(status: int) -> NoReturn:
             stream.flush()
         except (OSError, ValueError):  # closed, or a pipe whose reader left: nothing to add
             pass
+    try:  # the workers that have ended, reaped: their CPU time counts in this process's
+        while os.waitpid(-1, os.WNOHANG)[0]:  # (what time(1) and wait4 report for it)
+            pass
+    except ChildProcessError:  # none left
+        pass
     os._exit(status)
 
 
