@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import io
+from contextlib import contextmanager
 
 from kvrules.cli.common import PROGRESS_MIN_CELLS, CellProgress
 
@@ -110,3 +111,28 @@ def test_a_report_cut_short_is_neither_synced_nor_renamed(tmp_path, monkeypatch)
     except RuntimeError:
         pass
     assert synced == [] and list(tmp_path.iterdir()) == []
+
+
+def test_lines_are_written_in_order_small_ones_batched_large_ones_as_they_are(
+        tmp_path, monkeypatch) -> None:
+    """Small lines go out in batches of about WRITE_BATCH characters; a line that size or
+    more (a cell's point records) is one write of its own, never copied into a batch."""
+    from kvrules.cli import common
+    monkeypatch.setattr(common, "WRITE_BATCH", 100)
+    big = "x" * 250 + "\n"
+    lines = ["a\n"] * 30 + [big] + ["b\n"] * 3 + [big, big] + ["c\n"]
+    writes: list[str] = []
+    real_output = common._output
+
+    @contextmanager
+    def recording(output):
+        with real_output(output) as out:
+            real_write = out.write
+            out.write = lambda text: (writes.append(text), real_write(text))[1]
+            yield out
+    monkeypatch.setattr(common, "_output", recording)
+    out = tmp_path / "report.jsonl"
+    common.write_lines(iter(lines), out)
+    assert out.read_text() == "".join(lines)
+    assert [w for w in writes if w] == ["a\n" * 30, big, "b\n" * 3, big, big, "c\n"]
+    assert any(w is big for w in writes)  # the very string, not a copy
