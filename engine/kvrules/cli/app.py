@@ -144,7 +144,10 @@ def _end(status: int) -> NoReturn:
     """End a ``kvrules classify`` process that has done its job: its report is written and
     synced, its workers are gone or stopped, stdout and stderr are flushed here. What the
     interpreter's own exit would add is freeing every object and module one by one, which the
-    kernel does at once (measured: 7 ms of a 50-cell run, after the report is complete)."""
+    kernel does at once (measured: 7 ms of a 50-cell run, after the report is complete).
+    ``atexit`` handlers do not run: the ones a classify run registers (multiprocessing's,
+    the engine supervisor's) only stop workers, which are stopped already or die with this
+    process; a handler added later that must run would have to be called here."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
