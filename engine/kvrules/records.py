@@ -9,10 +9,9 @@ compiles a class's methods in one go). ``@record`` has ``dataclasses`` write the
 behaviour of a frozen dataclass: the same equality, hash, order and ``repr``, and no field
 assigned or deleted once ``__init__`` has set it (``FrozenInstanceError``). The model's few
 mutable classes are ``@record(frozen=False)``: a plain dataclass, from one compilation
-instead of three. A record is a
-dataclass to ``dataclasses.fields``, ``replace`` and ``asdict``, to pickle and to type
-checkers (``dataclass_transform``). Methods the class body defines are kept, as
-``@dataclass`` keeps them.
+instead of three. A record is a dataclass to ``dataclasses.fields``, ``replace`` and
+``asdict``, to pickle and to type checkers (``dataclass_transform``). Methods the class body
+defines are kept, as ``@dataclass`` keeps them.
 """
 from __future__ import annotations
 
