@@ -38,6 +38,8 @@ class Outcome:
 
 @record
 class PointChange:
+    """One reported point whose verdict differs between the two policies."""
+
     campaign: str
     cell_id: str
     benchmark_id: int
@@ -60,6 +62,8 @@ class ChangeGroup:
 
 @record
 class CorpusDiff:
+    """What changes from the base policy to the head policy over a corpus, by group."""
+
     base: PolicyIdentity
     head: PolicyIdentity
     cells: int

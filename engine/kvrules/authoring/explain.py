@@ -50,6 +50,8 @@ class Step:
 
 @record
 class PointExplanation:
+    """One point's verdict and the rule that decided it, for ``kvrules explain``."""
+
     campaign: str
     cell_id: str
     benchmark_id: int

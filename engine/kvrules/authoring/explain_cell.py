@@ -31,6 +31,8 @@ class Check:
 
 @record
 class ConditionRow:
+    """One condition of an eligibility group: whether it holds and the checks behind it."""
+
     condition: str
     description: str
     scope: str
@@ -40,6 +42,8 @@ class ConditionRow:
 
 @record
 class GroupExplanation:
+    """An eligibility group of a cell: eligible or not, and the conditions that failed."""
+
     group: str
     eligible: bool
     failed: tuple[str, ...]
@@ -59,6 +63,8 @@ class PointsByCause:
 
 @record
 class CellExplanation:
+    """A cell's verdict explained: its errors, its points by cause and its groups."""
+
     campaign: str
     cell_id: str
     status: str

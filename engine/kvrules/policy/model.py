@@ -121,6 +121,8 @@ class Rule:
 
 @record
 class Parameter:
+    """A policy parameter: its name, type, default value and what it changes."""
+
     name: str
     type: str
     default: Any

@@ -214,6 +214,8 @@ class CellVerdict:
 
 @record
 class Summary:
+    """The report's counts: cells, cells in error, points, eligible points, by regime."""
+
     cells: int
     cells_error: int
     points: int

@@ -72,6 +72,8 @@ def _outcome(cell: CellVerdict) -> str:
 
 @record
 class _Column:
+    """One column of the table: header, a value per row, and when it is dropped to fit."""
+
     header: str
     values: tuple[str, ...]
     drop_rank: int  # 0: always shown; otherwise left out first when lowest
