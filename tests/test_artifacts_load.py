@@ -58,6 +58,24 @@ def test_loading_never_modifies_files(tmp_path: Path) -> None:
     assert snapshot(campaign) == before
 
 
+def test_a_planned_rank_keeps_its_results_as_bytes_read_again_on_demand(
+        tmp_path: Path) -> None:
+    """A valid rank of a planned cell is kept without its ``results`` once their columns
+    are gathered (the next rank file decodes into the memory they held) and with the file's
+    bytes: ``results()`` decodes them again, once, to what the file holds."""
+    campaign = copy_example(tmp_path, DP2)
+    ev = cell_of(campaign)
+    assert len(ev.ranks) == 2
+    for doc in ev.ranks:
+        assert "results" not in doc.data and doc.raw == doc.path.read_bytes()
+        assert doc.results() == load(doc.path)["results"]
+        assert doc.results() is doc.results()  # decoded once
+        assert doc.benchmark_ids() == [r["point"]["benchmark_id"] for r in doc.results()]
+    unplanned = load_cell(discover([str(campaign / "cells" / CELL2)])[0])
+    assert [d.raw for d in unplanned.ranks] == [None, None]  # the cell's kind needs them all
+    assert [d.results() for d in unplanned.ranks] == [d.results() for d in ev.ranks]
+
+
 # --- artifact_unreadable ---------------------------------------------------------------
 
 def test_rank_not_json_reports_line_and_column(tmp_path: Path) -> None:

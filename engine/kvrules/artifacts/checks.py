@@ -43,7 +43,7 @@ def result_checks(doc: Document, kind: str | None) -> list[Diagnostic]:
     wrong: list[int] = []
     ids: dict[Any, int] = {}
     duplicate: tuple[int, int] | None = None
-    for i, result in enumerate(doc.data["results"]):
+    for i, result in enumerate(doc.results()):
         point = result["point"]
         if kind is not None and point["point_type"] != kind:
             wrong.append(i)
@@ -73,7 +73,7 @@ def _results_plainly_fine(columns: ResultColumns, kind: str | None) -> bool:
 def _wrong_kind(doc: Document, wrong: list[int], kind: str | None) -> Diagnostic:
     """One diagnostic for the first result of the wrong kind (with a count, not 500 copies)."""
     i = wrong[0]
-    got = doc.data["results"][i]["point"]["point_type"]
+    got = doc.results()[i]["point"]["point_type"]
     more = f" ({len(wrong)} results disagree)" if len(wrong) > 1 else ""
     return evidence_error(ARTIFACT_INVALID,
                           f"results[{i}].point.point_type is {render(got)} but the cell's "
@@ -86,7 +86,7 @@ def _id_gaps(doc: Document, ids: dict[Any, int],
     """Benchmark ids, sorted, must be exactly 1..n (n = number of results)."""
     if duplicate is not None:
         first, again = duplicate
-        bid = doc.data["results"][again]["point"]["benchmark_id"]
+        bid = doc.results()[again]["point"]["benchmark_id"]
         return [evidence_error(ARTIFACT_INVALID,
                                f"benchmark_id {bid} appears twice (results[{first}] and "
                                f"results[{again}])", doc.relpath,
@@ -104,7 +104,7 @@ def uniform_point_type(docs: list[Document]) -> list[Diagnostic]:
     """Without a plan kind, every point of the cell must share the first point's type."""
     first: tuple[Document, int, str] | None = None
     for doc in docs:
-        for i, result in enumerate(doc.data["results"]):
+        for i, result in enumerate(doc.results()):
             kind = result["point"]["point_type"]
             if first is None:
                 first = (doc, i, kind)

@@ -248,26 +248,33 @@ def read_json(path: Path, relpath: str, root: Path | None = None
 
     ``root`` is the campaign (or cell) folder: a file below it must not leave it by symlink.
     """
+    data, diag, _ = read_json_bytes(path, relpath, root)
+    return data, diag
+
+
+def read_json_bytes(path: Path, relpath: str, root: Path | None = None
+                    ) -> tuple[dict[str, Any] | None, Diagnostic | None, bytes | None]:
+    """:func:`read_json`, and the bytes it decoded (None when none could be read)."""
     try:
         raw = read_bounded(path, root)
     except UnreadableFile as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath)
+        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath), None
     try:
         data = decode_json(raw)
     except json.JSONDecodeError as exc:
         diag = Diagnostic(file=relpath, line=exc.lineno, column=exc.colno,
                           message=f"not valid JSON: {exc.msg}", code=ARTIFACT_UNREADABLE)
-        return None, diag
+        return None, diag, raw
     except DuplicateKeyError as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE, f"not valid JSON: {exc}", relpath)
+        return None, evidence_error(ARTIFACT_UNREADABLE, f"not valid JSON: {exc}", relpath), raw
     except (UnicodeDecodeError, RecursionError, ValueError, MemoryError) as exc:
         return None, evidence_error(ARTIFACT_UNREADABLE,
-                                    f"not valid JSON: {str(exc)[:200]}", relpath)
+                                    f"not valid JSON: {str(exc)[:200]}", relpath), raw
     if not isinstance(data, dict):
         return None, evidence_error(ARTIFACT_UNREADABLE,
                                     f"top-level JSON value is {_json_kind(data)}, "
-                                    "expected an object", relpath)
-    return data, None
+                                    "expected an object", relpath), raw
+    return data, None, raw
 
 
 def read_text(path: Path, relpath: str, root: Path | None = None

@@ -15,7 +15,7 @@ from typing import Callable
 from kvrules.records import record
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
-from kvrules.artifacts.jsonio import read_json, read_text, relpath
+from kvrules.artifacts.jsonio import read_json, read_json_bytes, read_text, relpath
 from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
 from kvrules.artifacts.validate import checked, validate
@@ -180,19 +180,14 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
     docs: list[Document] = []
     found, loaded_all = 0, True
     for path in paths:
-        rel = relpath(path, ref.root)
-        data, diag = read_json(path, rel, ref.root)
-        if data is not None and data.get("artifact_type") == "merged":
+        doc = _load_rank(path, relpath(path, ref.root), ref.root, ev.plan_cell is not None)
+        if doc is None:  # a merged artifact
             continue
         found += 1
-        columns = None
-        if data is not None:
-            diag, columns = checked(data, RANK_SCHEMA, rel, ARTIFACT_INVALID)
-        if diag is not None:
-            diags.append(diag)
+        if isinstance(doc, Diagnostic):
+            diags.append(doc)
             loaded_all = False
             continue
-        doc = Document(path, rel, data, columns)  # type: ignore[arg-type]
         docs.append(doc)
         diags.extend(checks.incomplete(doc))
     if not found and listed:
@@ -201,6 +196,31 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
                                     f"no rank artifact (benchmark*.json) below {raw}", raw))
     ev.ranks = sorted(docs, key=lambda d: (d.data["dp"]["rank"], d.relpath))
     return loaded_all and listed
+
+
+def _load_rank(path: Path, rel: str, root: Path, planned: bool) -> Document | Diagnostic | None:
+    """One rank artifact: its document, or why it is unusable, or None for a merged
+    artifact recognised by its ``artifact_type`` (skipped).
+
+    A valid document's ``results`` (most of a rank file, thousands of objects) are left out
+    once the structural check has their columns and the cell's plan gives its kind: the
+    next rank file then decodes into the memory they held, still in the cache, and the cell
+    is read from the columns; the file's bytes are kept for the rare reader of the results
+    themselves (:meth:`Document.results`). Without a plan the cell's kind is read from every
+    result, so they stay. (A function of its own: its locals, the whole decoded file among
+    them, are gone before the next file is read.)"""
+    data, diag, raw = read_json_bytes(path, rel, root)
+    if data is not None and data.get("artifact_type") == "merged":
+        return None
+    columns = None
+    if data is not None:
+        diag, columns = checked(data, RANK_SCHEMA, rel, ARTIFACT_INVALID)
+    if diag is not None:
+        return diag
+    assert data is not None
+    if columns is None or raw is None or not planned:
+        return Document(path, rel, data, columns)
+    return Document(path, rel, {k: v for k, v in data.items() if k != "results"}, columns, raw)
 
 
 def _load_documents(ref: CellRef, paths: list[Path], schema: str, code: str,

@@ -79,25 +79,40 @@ class ResultColumns:
 class Document:
     """One decoded JSON object and where it came from (``relpath`` is relative to the input).
 
-    ``columns``: a rank document's result columns when validation gathered them."""
+    ``columns``: a rank document's result columns when validation gathered them. ``raw``:
+    the file's bytes, when loading left the ``results`` out of ``data`` (see
+    :meth:`results`)."""
 
     path: Path
     relpath: str
     data: dict[str, Any]
     columns: ResultColumns | None = field(default=None, compare=False, repr=False)
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    _decoded: list[list[Any]] = field(default_factory=list, compare=False, repr=False)
+
+    def results(self) -> list[Any]:
+        """The document's ``results``: in ``data``, or decoded again from ``raw``. Loading
+        leaves them out once their columns are gathered, so a cell's next rank file decodes
+        into memory just freed instead of beside them; a cell read result by result (an
+        error to locate, ranks holding other points) decodes the same bytes again, once."""
+        if "results" in self.data or self.raw is None:
+            return self.data.get("results", [])  # type: ignore[no-any-return]
+        if not self._decoded:
+            from kvrules.artifacts.jsonio import decode_json  # (jsonio imports this module)
+            self._decoded.append(decode_json(self.raw)["results"])
+        return self._decoded[0]
 
     def result_columns(self) -> ResultColumns:
         """The columns of this rank document's results (schema-valid: every field read is
         there)."""
-        return self.columns if self.columns is not None else \
-            ResultColumns.read(self.data["results"])
+        return self.columns if self.columns is not None else ResultColumns.read(self.results())
 
     def benchmark_ids(self) -> list[Any]:
         """The ``benchmark_id`` of every result, in file order (a hand-built document may
         hold nothing else)."""
         if self.columns is not None:
             return self.columns.benchmark_ids
-        return [result["point"]["benchmark_id"] for result in self.data["results"]]
+        return [result["point"]["benchmark_id"] for result in self.results()]
 
 
 @record
@@ -140,5 +155,5 @@ class CellEvidence:
             kind = self.plan_cell.get("workload_kind")
             return kind if isinstance(kind, str) else None
         kinds = {r.get("point", {}).get("point_type") for d in self.ranks
-                 for r in d.data.get("results", []) if isinstance(r, dict)}
+                 for r in d.results() if isinstance(r, dict)}
         return kinds.pop() if len(kinds) == 1 else None

@@ -41,7 +41,7 @@ class Sample:
 
 def samples(cell: CellVerdict, ev: CellEvidence) -> tuple[list[Sample], list[Diagnostic]]:
     """Every verdict point joined with its result on every rank, by ``benchmark_id``."""
-    by_rank = [{r["point"]["benchmark_id"]: (i, r) for i, r in enumerate(d.data["results"])}
+    by_rank = [{r["point"]["benchmark_id"]: (i, r) for i, r in enumerate(d.results())}
                for d in ev.ranks]
     out: list[Sample] = []
     errors: list[Diagnostic] = []
@@ -121,7 +121,7 @@ def collision(coordinate: Coordinate, group: list[Sample], ev: CellEvidence) -> 
 
 def _missing(point: PointVerdict, ev: CellEvidence) -> Diagnostic:
     absent = next((d for d in ev.ranks if not any(
-        r["point"]["benchmark_id"] == point.benchmark_id for r in d.data["results"])), None)
+        r["point"]["benchmark_id"] == point.benchmark_id for r in d.results())), None)
     file = absent.relpath if absent is not None else f"cells/{ev.cell_id}/raw"
     return evidence_error(ROW_EVIDENCE_MISSING, f"benchmark {point.benchmark_id} of the "
                           "verdicts has no result in this rank artifact (the evidence changed "

@@ -71,7 +71,7 @@ def _found(doc: Document) -> dict[str, list[Any]]:
     the table does not read)."""
     c = doc.columns
     if c is None:
-        return _columns_of(doc.data["results"])
+        return _columns_of(doc.results())
     return {"benchmark_id": c.benchmark_ids, "point_type": c.point_types,
             "batch_size": c.batch_sizes, "total_prefill_tokens": c.total_prefill_tokens,
             "total_kv_read_tokens": c.total_kv_read_tokens,
@@ -119,7 +119,7 @@ class PointTable:
         """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
         docs, positions, indexes, ranks, held, row = map(list, zip(*copies)) if copies \
             else ([], [], [], [], [], [])
-        results = list(map(operator.getitem, [doc.data["results"] for doc in docs], indexes))
+        results = list(map(operator.getitem, [doc.results() for doc in docs], indexes))
         self._keep(_columns_of(results), [doc.relpath for doc in docs], positions, indexes,
                    ranks, held, row, n_rows)
 
@@ -180,7 +180,7 @@ class PointTable:
         holders: dict[Any, list[Any]] = {}
         for r, doc in enumerate(ranks):
             rank = numbers[r]
-            for i, result in enumerate(doc.data["results"]):
+            for i, result in enumerate(doc.results()):
                 bid = result["point"]["benchmark_id"]
                 held = holders.get(bid)
                 if held is None:
