@@ -88,7 +88,8 @@ class Document:
     data: dict[str, Any]
     columns: ResultColumns | None = field(default=None, compare=False, repr=False)
     raw: bytes | None = field(default=None, compare=False, repr=False)
-    _decoded: list[list[Any]] = field(default_factory=list, compare=False, repr=False)
+    _decoded: list[list[Any]] = field(default_factory=list, init=False, compare=False,
+                                      repr=False)
 
     def results(self) -> list[Any]:
         """The document's ``results``: in ``data``, or decoded again from ``raw``. Loading
