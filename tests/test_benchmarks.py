@@ -33,6 +33,9 @@ def test_the_cli_benchmark_measures_every_command_and_the_processes_of_one(
     verdicts = [line for line in lines if line.startswith(("PASS", "FAIL"))]
     assert len(verdicts) == 4 * 4 + 2 * 2
     assert sum("baseline runs [" in v for v in verdicts) == 4  # the jsonl target shows both
+    against = re.compile(r"(json|text) (\d+\.\d\d)x jsonl, run by run")
+    found = [against.search(v) for v in verdicts]
+    assert sum(m is not None and float(m.group(2)) > 0 for m in found) == 4 * 2
     split = [line for line in lines if line.startswith("jsonl CPU seconds by process")]
     assert len(split) == 4
     assert all("parent" in s and "command-line parser" in s and "engine worker" in s
