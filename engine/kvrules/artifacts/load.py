@@ -33,8 +33,12 @@ PROVENANCE_NAME = "collector-provenance.json"
 OVERRIDES_NAME = "generator-overrides.json"
 
 
-def load_cell(ref: CellRef) -> CellEvidence:
-    """Read and structurally check every evidence file of one cell."""
+def load_cell(ref: CellRef, keep_results: bool = False) -> CellEvidence:
+    """Read and structurally check every evidence file of one cell.
+
+    ``keep_results``: every rank document keeps its ``results`` in ``data``, for a caller
+    that reads them result by result (the consumers join verdicts with results); otherwise
+    a planned cell's are left out once their columns are gathered (see :func:`_load_rank`)."""
     ev = CellEvidence(campaign=ref.campaign, root=ref.root, cell_id=ref.cell_id,
                       cell_dir=ref.cell_dir)
     diags: list[Diagnostic] = []
@@ -42,7 +46,8 @@ def load_cell(ref: CellRef) -> CellEvidence:
     _load_launch(ref, ev, diags)
     raw = _scan_raw(ref.cell_dir / RAW_DIR, ref.root)
     diags.extend(raw.errors)
-    loaded_all = _load_ranks(ref, raw.ranks, ev, diags, listed=not raw.errors)
+    loaded_all = _load_ranks(ref, raw.ranks, ev, diags, listed=not raw.errors,
+                             keep_results=keep_results)
     ev.sidecars = _load_documents(ref, raw.sidecars, SIDECAR_SCHEMA, SIDECAR_INVALID, diags)
     ev.provenance = _load_documents(ref, raw.provenance, PROVENANCE_SCHEMA, ARTIFACT_INVALID,
                                     diags)
@@ -171,7 +176,7 @@ def _walk(raw: Path, root: Path, found: RawFiles,
 
 
 def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[Diagnostic],
-                listed: bool) -> bool:
+                listed: bool, keep_results: bool = False) -> bool:
     """Load rank artifacts into ``ev.ranks``; True when every candidate file was usable.
 
     ``listed`` is False when part of ``raw/`` could not be listed: then "no rank artifacts"
@@ -180,7 +185,8 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
     docs: list[Document] = []
     found, loaded_all = 0, True
     for path in paths:
-        doc = _load_rank(path, relpath(path, ref.root), ref.root, ev.plan_cell is not None)
+        doc = _load_rank(path, relpath(path, ref.root), ref.root,
+                         drop_results=ev.plan_cell is not None and not keep_results)
         if doc is None:  # a merged artifact
             continue
         found += 1
@@ -198,12 +204,14 @@ def _load_ranks(ref: CellRef, paths: list[Path], ev: CellEvidence, diags: list[D
     return loaded_all and listed
 
 
-def _load_rank(path: Path, rel: str, root: Path, planned: bool) -> Document | Diagnostic | None:
+def _load_rank(path: Path, rel: str, root: Path,
+               drop_results: bool) -> Document | Diagnostic | None:
     """One rank artifact: its document, or why it is unusable, or None for a merged
     artifact recognised by its ``artifact_type`` (skipped).
 
-    A valid document's ``results`` (most of a rank file, thousands of objects) are left out
-    once the structural check has their columns and the cell's plan gives its kind: the
+    With ``drop_results`` (a planned cell, a caller that reads columns), a valid document's
+    ``results`` (most of a rank file, thousands of objects) are left out once the
+    structural check has their columns and the cell's plan gives its kind: the
     next rank file then decodes into the memory they held, still in the cache, and the cell
     is read from the columns; the file's bytes are kept for the rare reader of the results
     themselves (:meth:`Document.results`). Without a plan the cell's kind is read from every
@@ -218,7 +226,7 @@ def _load_rank(path: Path, rel: str, root: Path, planned: bool) -> Document | Di
     if diag is not None:
         return diag
     assert data is not None
-    if columns is None or raw is None or not planned:
+    if columns is None or not drop_results:
         return Document(path, rel, data, columns)
     return Document(path, rel, {k: v for k, v in data.items() if k != "results"}, columns, raw)
 

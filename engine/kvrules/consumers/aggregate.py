@@ -100,7 +100,7 @@ def aggregate_cells(cells: Iterable[CellVerdict], policy: PolicyIdentity,
         if not errors and cell.cell_id in seen:
             errors = [_duplicate(cell, seen[cell.cell_id])]
         if not errors:
-            cell_rows, errors = cell_table(cell, load_cell(refs.get(cell)))
+            cell_rows, errors = cell_table(cell, load_cell(refs.get(cell), keep_results=True))
         if errors:
             left.append(LeftOut(cell.campaign, cell.cell_id, tuple(errors)))
             continue

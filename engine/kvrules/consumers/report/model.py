@@ -168,7 +168,7 @@ def _chosen_points(cell: CellVerdict, plan: str | None) -> dict[selection.Coordi
     chosen = {c: ps[0] for c, ps in groups.items() if len(ps) == 1}
     if len(chosen) < len(groups):
         ref = next(r for r in discover([cell.campaign], plan) if r.cell_id == cell.cell_id)
-        samples, _ = selection.samples(cell, load_cell(ref))
+        samples, _ = selection.samples(cell, load_cell(ref, keep_results=True))
         for coordinate, group in selection.by_coordinate(samples):
             picked = selection.select(group)
             if picked is not None:
