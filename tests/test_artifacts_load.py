@@ -74,6 +74,10 @@ def test_a_planned_rank_keeps_its_results_as_bytes_read_again_on_demand(
     unplanned = load_cell(discover([str(campaign / "cells" / CELL2)])[0])
     assert [d.raw for d in unplanned.ranks] == [None, None]  # the cell's kind needs them all
     assert [d.results() for d in unplanned.ranks] == [d.results() for d in ev.ranks]
+    (ref,) = discover([str(campaign)])
+    kept = load_cell(ref, keep_results=True)  # the consumers read results one by one
+    assert [d.raw for d in kept.ranks] == [None, None]
+    assert [d.data["results"] for d in kept.ranks] == [d.results() for d in ev.ranks]
 
 
 # --- artifact_unreadable ---------------------------------------------------------------
