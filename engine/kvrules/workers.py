@@ -100,13 +100,15 @@ def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
 
 
 class _Worker:
-    """One extraction process, the cells sent to it in order and those it sent back."""
+    """One extraction process, the cells sent to it in order and those it sent back
+    (pickled: a cell is unpickled when the parent takes it, so the cells waiting for a
+    parent that lags hold their ~60 KiB of bytes, not the objects, several times larger)."""
 
     def __init__(self, process: BaseProcess, conn: Connection) -> None:
         self.process = process
         self.conn = conn
         self.sent: deque[CellRef] = deque()
-        self.back: deque[Prepared | None] = deque()
+        self.back: deque[bytes] = deque()
         self.alive = True
 
     @property
@@ -117,7 +119,7 @@ class _Worker:
     def read(self) -> bool:
         """Take one prepared cell off the pipe; False when the worker is gone."""
         try:
-            self.back.append(pickle.loads(self.conn.recv_bytes()))
+            self.back.append(self.conn.recv_bytes())
             return True
         except (EOFError, OSError):
             return False
@@ -202,7 +204,7 @@ class ExtractionWorkers:
                     self._died(job)
             job.sent.popleft()
             if job.back:
-                prepared = job.back.popleft()
+                prepared: Prepared | None = pickle.loads(job.back.popleft())
                 if prepared is not None:
                     return prepared
         return prepare(self.policy, extract_ref(ref))
