@@ -102,7 +102,7 @@ def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
 class _Worker:
     """One extraction process, the cells sent to it in order and those it sent back
     (pickled: a cell is unpickled when the parent takes it, so the cells waiting for a
-    parent that lags hold their ~60 KiB of bytes, not the objects, several times larger)."""
+    parent that lags hold their ~60 KiB of bytes, not the objects, about twice as large)."""
 
     def __init__(self, process: BaseProcess, conn: Connection) -> None:
         self.process = process
