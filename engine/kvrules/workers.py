@@ -34,9 +34,9 @@ AHEAD_PER_WORKER = 16
 rarely waits for the parent. The parent and its engine fall behind the workers while
 both run (a 50-cell run had the parent take cells 25-45 ms after they were ready); with
 4 a worker then stopped and was woken again cell by cell, and its cache went cold each
-time. With 16: 2-6% less time and CPU per run in paired runs (50 and 200 cells, both
-shapes), the parent 1-4 MiB larger with two workers. The bound keeps memory flat however
-far behind the parent falls."""
+time. With 16: 0.92-0.99x the time and 5-14% less CPU per run in paired runs (50 and 200
+cells, both shapes). The bound keeps memory flat however far behind the parent falls (the
+waiting cells are kept pickled, see :class:`_Worker`)."""
 
 MAX_BREAKS = 3
 """Worker deaths after which the parent prepares the remaining cells itself."""
