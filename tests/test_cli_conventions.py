@@ -152,6 +152,37 @@ def test_a_signal_swallowed_in_a_finaliser_still_stops_the_run(name: str, code: 
     assert (done.returncode, done.stderr) == (code, f"kvrules: {word}\n")
 
 
+WRAPPED = """
+import os, signal, sys
+from kvrules.cli import app as cli
+
+class Named:
+    def __set_name__(self, owner, name):  # an exception here reaches the class statement
+        os.kill(os.getpid(), signal.SIG{name})  # as a RuntimeError (whose cause it is)
+        sum(range(1000))
+
+def command(**options):
+    class Defined:  # a module being imported when the signal arrives defines classes
+        field = Named()
+    print("done")
+    sys.exit(0)
+
+cli.build_app = lambda only=None: command
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("name, code, word", [("INT", 130, "interrupted"),
+                                              ("TERM", 143, "terminated")])
+def test_a_signal_that_python_wraps_in_another_error_still_stops_the_run(name: str, code: int,
+                                                                         word: str) -> None:
+    """Seen in CI: a SIGTERM landing while the pipeline was imported ended the run with a
+    RuntimeError traceback and status 1 instead of 143."""
+    done = subprocess.run([sys.executable, "-c", WRAPPED.replace("{name}", name)],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (code, f"kvrules: {word}\n", "")
+
+
 def test_the_library_takes_one_path_or_a_sequence_of_str_or_path() -> None:
     one = EXAMPLES / DENSE
     reports = [api.classify(str(one)), api.classify(one), api.classify([one]),

@@ -194,6 +194,18 @@ def _children(pid: int) -> list[str]:
         return []
 
 
+def _engine_running(pid: int) -> bool:
+    """Whether a child of ``pid`` has loaded durable-rules: the engine worker, forked once
+    the run has its job and policy (the first child is the command-line parser)."""
+    for child in _children(pid):
+        try:
+            if "durable_rules_engine" in Path(f"/proc/{child}/maps").read_text():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.fixture(scope="module")
 def big_corpus(tmp_path_factory) -> list[str]:
     root = tmp_path_factory.mktemp("big")
@@ -217,7 +229,8 @@ def test_interrupt_exits_promptly_without_output(tmp_path, big_corpus, sig, code
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 60
-        while not _children(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        while not _engine_running(proc.pid) and proc.poll() is None \
+                and time.monotonic() < deadline:
             time.sleep(0.01)  # the engine worker exists: classification has started
         assert proc.poll() is None, "the run ended before it could be interrupted"
         proc.send_signal(sig)

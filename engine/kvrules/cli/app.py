@@ -135,6 +135,10 @@ def main() -> None:
         if _RECEIVED:
             _exit_stopped(_RECEIVED[0])
         raise
+    except Exception:
+        if _RECEIVED:  # the stop, turned into another error on its way out: Python wraps
+            _exit_stopped(_RECEIVED[0])  # one raised in a class's __set_name__ (an import
+        raise  # under way) in a RuntimeError
     finally:
         gc.freeze()  # the process ends next: its last full collection would find nothing
         # to free that exit does not free anyway (measured: 15 ms of every classify run)
