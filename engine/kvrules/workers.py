@@ -34,7 +34,7 @@ AHEAD_PER_WORKER = 16
 rarely waits for the parent. The parent and its engine fall behind the workers while
 both run (a 50-cell run had the parent take cells 25-45 ms after they were ready); with
 4 a worker then stopped and was woken again cell by cell, and its cache went cold each
-time. With 16: 0.92-0.99x the time and 5-14% less CPU per run in paired runs (50 and 200
+time. With 16: 0.92-0.99x the time and 3-14% less CPU per run in paired runs (50 and 200
 cells, both shapes). The bound keeps memory flat however far behind the parent falls (the
 waiting cells are kept pickled, see :class:`_Worker`)."""
 
