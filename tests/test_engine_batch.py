@@ -289,14 +289,19 @@ def _run(cp, facts, read_all: bool, monkeypatch) -> tuple:
 def test_fields_no_rule_reads_never_reach_the_engine_and_change_no_evaluation(monkeypatch):
     """Every example cell evaluates to the same firings and derived facts whether the engine
     is given every field with every companion or only the names the lowered rules hold; and
-    the names it is given are those (a point's benchmark_id, read by no rule, is left out)."""
+    the names it is given are those (a point's benchmark_id, read by no rule, is left out).
+    A field whose companions alone are read reaches the engine as those companions (a
+    rank's ``engine`` block, whose type only is tested)."""
     from kvrules import api
-    from kvrules.backend.durable.lower import fields_read
+    from kvrules.backend.durable.lower import fields_read, values_read
     cp = api.load_policy().compiled
     read = fields_read(cp.lowered)
+    valued = values_read(cp.lowered)
+    assert "engine" in read and "engine__t" in read and "engine" not in valued
     cells = _example_cells()
     assert len(cells) >= 5
     left_out = 0
+    ranks = 0
     for cell_id, facts in cells:
         full = _run(cp, facts, True, monkeypatch)
         pruned = _run(cp, facts, False, monkeypatch)
@@ -305,11 +310,15 @@ def test_fields_no_rule_reads_never_reach_the_engine_and_change_no_evaluation(mo
         for text in pruned[3]:
             for fact in json.loads(text):
                 assert set(fact) <= read | {"fact_", "id", "sid"}, cell_id
+                if fact["fact_"] == "rank" and "engine__t" in fact:
+                    assert "engine" not in fact, cell_id
+                    ranks += 1
         left_out += sum(len(json.loads(a)[0]) - len(json.loads(b)[0])
                         for a, b in zip(full[3], pruned[3]))
         assert all('"benchmark_id"' not in text for text in pruned[3])
         assert any('"benchmark_id"' in text for text in full[3])
     assert left_out > 0
+    assert ranks > 0
 
 
 def test_fields_read_names_each_condition_field_and_the_field_of_each_companion():
@@ -323,3 +332,7 @@ def test_fields_read_names_each_condition_field_and_the_field_of_each_companion(
     read = fields_read(rulesets)
     assert {"a", "a__t", "b", "c", "d", "d__n", "views", "views__ag_kind", "fact_"} <= read
     assert "e" not in read and "a__n" not in read
+    from kvrules.backend.durable.lower import values_read
+    valued = values_read(rulesets)
+    assert {"a__t", "b", "c", "d__n", "views__ag_kind", "fact_"} <= valued
+    assert not {"a", "d", "views"} & valued  # read only through their companions

@@ -60,26 +60,37 @@ ABSENT_MARK = "x:"
 
 
 def encode_fields(fields: dict[str, Any], list_fields: frozenset[str],
-                  read: frozenset[str] | None = None) -> dict[str, Any]:
+                  read: frozenset[str] | None = None,
+                  valued: frozenset[str] | None = None) -> dict[str, Any]:
     """Encode a fact's fields, adding companions: ``__t`` JSON type, ``__n`` 1 for numbers,
     ``__b`` truthiness (1/0), and for lists ``__len`` and the ``agree_on`` flags. Companions
     keep compiled conditions flat (no DNF blow-up) and are always present with their field,
     so joins on them never hit a missing field. Only fields in ``read`` (None: all) are
-    encoded: a field no rule reads changes no match, and costs the engine its parsing."""
+    encoded: a field no rule reads changes no match, and costs the engine its parsing. Of
+    those, a field not in ``valued`` (None: all) is given as its companions alone: no rule
+    reads its value (a rank's ``engine`` block, whose text would be written and parsed only
+    for rules that test its type)."""
     out: dict[str, Any] = {}
     for name, value in fields.items():
         if read is not None and name not in read:
             continue
+        shown = valued is None or name in valued
         cls = value.__class__
         if cls is str:  # the common classes first, one test each (the engine's hot path)
-            out[name], kind, numeric = "s:" + value, "string", 0
+            kind, numeric = "string", 0
+            if shown:
+                out[name] = "s:" + value
         elif cls is int and -INT64_MAX <= value <= INT64_MAX:
-            out[name], kind, numeric = value, "integer", 1
+            kind, numeric = "integer", 1
+            if shown:
+                out[name] = value
         elif cls is list and name in list_fields:
-            out[name] = [LIST_SENTINEL] + ["s:" + v for v in value]
             kind, numeric = "array", 0
+            if shown:
+                out[name] = [LIST_SENTINEL] + ["s:" + v for v in value]
         else:
-            out[name] = encode_scalar(value)
+            if shown:
+                out[name] = encode_scalar(value)
             kind = value_type(value)
             numeric = 1 if kind in _NUMERIC_TYPES else 0
         out[name + TYPE_SUFFIX] = kind
@@ -132,11 +143,12 @@ def absent_marker(name: str) -> dict[str, Any]:
 
 
 def encode_fact(fact_type: str, fact_id: str, fields: dict[str, Any],
-                list_fields: frozenset[str], read: frozenset[str] | None = None
-                ) -> dict[str, Any]:
+                list_fields: frozenset[str], read: frozenset[str] | None = None,
+                valued: frozenset[str] | None = None) -> dict[str, Any]:
     """A complete engine fact: discriminator, id and encoded fields; with ``read``, only
-    the fields and companions named there."""
-    out = encode_fields(fields, list_fields, read)
+    the fields and companions named there (and of a field not ``valued``, its companions
+    alone, see :func:`encode_fields`)."""
+    out = encode_fields(fields, list_fields, read, valued)
     out[DISCRIMINATOR] = fact_type
     out["id"] = "s:" + fact_id
     out[companion("id")] = "string"

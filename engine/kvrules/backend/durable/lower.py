@@ -380,12 +380,10 @@ def types_matched(ruleset: dict[str, Any]) -> frozenset[str] | None:
     return frozenset(types)
 
 
-def fields_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
-    """The fact fields some lowered rule can read: every name the definitions hold (as a
-    key or, in a join, as a value), and the field each companion belongs to (``x`` for
-    ``x__t`` or ``x__ag_key``: the part before any ``__``). Extra names only keep a field
-    that could be left out; a field named nowhere changes no match, so the runtime need
-    not give it to the engine."""
+def values_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
+    """Every name the lowered definitions hold, as a key or, in a join, as a value: the
+    fact fields whose own value some rule can read (tested, compared, joined on or checked
+    for presence). A field only its companions stand for (``x`` of ``x__len``) is not one."""
     names: set[str] = set()
     stack: list[Any] = list(rulesets)
     while stack:
@@ -397,6 +395,15 @@ def fields_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
             stack.extend(item)
         elif isinstance(item, str):
             names.add(item)
+    return frozenset(names)
+
+
+def fields_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
+    """The fact fields some lowered rule can read: the :func:`values_read` names and the
+    field each companion belongs to (``x`` for ``x__t`` or ``x__ag_key``: the part before
+    any ``__``). Extra names only keep a field that could be left out; a field named
+    nowhere changes no match, so the runtime need not give it to the engine."""
+    names = set(values_read(rulesets))
     for name in list(names):
         at = name.find("__", 1)
         while at > 0:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.backend.durable.lower import NEG_OK, fields_read, types_matched
+from kvrules.backend.durable.lower import NEG_OK, fields_read, types_matched, values_read
 from kvrules.policy.model import Action, Ref, Rule
 from kvrules.backend.durable import host as hostmod
 from kvrules.backend.durable.encode import (DISCRIMINATOR, absent_marker, encode_fact,
@@ -44,6 +44,7 @@ class _Context:
     def __init__(self, cp: CompiledPolicy) -> None:
         self.cp = cp
         self.read = _fields_read(cp)
+        self.valued = _values_read(cp) if self.read is not None else None
         self.types: dict[str, str] = {}
         self.fields: dict[str, dict[str, Any]] = {}
         self.encoded: list[dict[str, Any]] = []
@@ -60,9 +61,10 @@ class _Context:
         self.types[fact_id] = fact_type
         self.fields[fact_id] = {**fields, "id": fact_id}
         encoded = encode_fact(fact_type, fact_id, fields,
-                              self.cp.list_fields.get(fact_type, frozenset()), self.read)
-        for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # never set order:
-            if name not in encoded:  # the engine's joins depend on property order
+                              self.cp.list_fields.get(fact_type, frozenset()), self.read,
+                              self.valued)
+        for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # never set order (the
+            if name not in encoded and name not in fields:  # engine's joins depend on it)
                 marker = absent_marker(name)
                 encoded.update(marker if self.read is None else only_read(marker, self.read))
         self.encoded.append(encoded)
@@ -214,6 +216,20 @@ def _fields_read(cp: CompiledPolicy) -> frozenset[str]:
     read = fields_read(cp.lowered)
     _READ[id(cp)] = (cp, read)
     return read
+
+
+_VALUED: dict[int, tuple[CompiledPolicy, frozenset[str]]] = {}
+
+
+def _values_read(cp: CompiledPolicy) -> frozenset[str]:
+    """The fields whose own value the policy's engine rules can read (the others are
+    given as their companions alone)."""
+    known = _VALUED.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
+    valued = values_read(cp.lowered)
+    _VALUED[id(cp)] = (cp, valued)
+    return valued
 
 
 _NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
