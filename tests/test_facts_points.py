@@ -296,3 +296,22 @@ def test_the_memo_key_is_equal_exactly_when_what_the_rules_read_is(a, b) -> None
                 enumerate(spec)]
     assert (projection_key(cp, facts(a)) == projection_key(cp, facts(b))) == \
         (projection(cp, facts(a)) == projection(cp, facts(b)))
+
+
+_values = st.one_of(_odd, st.integers(-3, 2_000_000), _regime, _reasons, st.just(MISSING),
+                    st.lists(st.dictionaries(st.sampled_from(["point_type", "batch_size"]),
+                                             _int, max_size=2), max_size=2))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_values)
+def test_a_test_of_one_value_is_its_atom_on_a_fact_holding_that_value(value) -> None:
+    """Point classes test a field's distinct values with ``value_test``: it gives what
+    ``eval_atom`` gives on a fact holding the value (absent for MISSING), for every test the
+    shipped policy applies to points."""
+    from kvrules.policy.evaluate import eval_atom, value_test
+    atoms = POLICY.compiled.point_atoms
+    assert atoms
+    for atom in atoms:
+        fields = {} if value is MISSING else {atom.field: value}
+        assert value_test(atom)(value) == eval_atom(atom, fields), atom.describe()

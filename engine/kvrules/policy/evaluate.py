@@ -7,10 +7,10 @@ The engine decides; this module states what a condition means so that
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from kvrules.policy.model import Atom, Expr, Ref
-from kvrules.policy.operators import MISSING as MISSING, holds
+from kvrules.policy.operators import MISSING as MISSING, OPERATORS, holds
 
 
 def eval_atom(atom: Atom, fields: Mapping[str, Any],
@@ -28,6 +28,20 @@ def eval_atom(atom: Atom, fields: Mapping[str, Any],
     operand = other if isinstance(atom.operand, Ref) else atom.operand
     result = holds(atom.op, value, operand, isinstance(atom.operand, Ref))
     return not result if atom.negated else result
+
+
+def value_test(atom: Atom) -> Callable[[Any], bool]:
+    """``eval_atom(atom, fields)`` as a function of the tested field's value alone
+    (``MISSING``: the field is absent), without an ``env`` (a ref is then absent): for
+    testing the many values of one field, as point classes do, without looking up the
+    operator and building a fields mapping per value."""
+    is_ref = isinstance(atom.operand, Ref)
+    operand = MISSING if is_ref else atom.operand
+    spec = OPERATORS[atom.op]
+    test = spec.holds_ref if is_ref and spec.holds_ref is not None else spec.holds
+    if atom.negated:
+        return lambda value: not test(value, operand)
+    return lambda value: test(value, operand)
 
 
 def eval_expr(expr: Expr, fields: Mapping[str, Any],

@@ -7,9 +7,10 @@ with other facts), so points with equal outcomes form a class evaluated once.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import field
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -19,7 +20,7 @@ from kvrules.facts.points import PointTable
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import Atom
 from kvrules.policy.operators import OPERATORS, shape
-from kvrules.policy.evaluate import MISSING, eval_atom
+from kvrules.policy.evaluate import MISSING, eval_atom, value_test
 from kvrules.facts.jsontypes import canonical
 
 
@@ -71,24 +72,37 @@ def _read_column(values: list[Any], kind: str, by_shape: bool) -> list[Any]:
 @record
 class _Read:
     """How the rules read one point field: its declared kind, whether only its shape
-    matters, the tests on it, and whether its raw value is copied or compared (a ref)."""
+    matters, the tests on it (and each as a function of the field's value), and whether
+    its raw value is copied or compared (a ref)."""
 
     name: str
     kind: str
     by_shape: bool
     atoms: tuple[Atom, ...]
     raw: bool
+    tests: tuple[Callable[[Any], bool], ...] = field(default=(), compare=False, repr=False)
+
+
+_READS: dict[int, tuple[CompiledPolicy, tuple[_Read, ...]]] = {}
+"""The reads of a compiled policy, by its id (the policy is kept so the id stays its own)."""
 
 
 def _reads(cp: CompiledPolicy) -> tuple[_Read, ...]:
+    known = _READS.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1]
     kinds = cp.fact_types.get("point", {})
     tests: dict[str, list[Atom]] = {}
     for atom in cp.point_atoms:
         tests.setdefault(atom.field, []).append(atom)
     raw = set(cp.point_raw_fields)
-    return tuple(_Read(n, kinds.get(n, "any"), n not in raw and all(
+    reads = tuple(_Read(n, kinds.get(n, "any"), n not in raw and all(
         OPERATORS[a.op].shape_only for a in tests.get(n, [])), tuple(tests.get(n, [])),
-        n in raw) for n in cp.point_read_fields)
+        n in raw, tuple(map(value_test, tests.get(n, [])))) for n in cp.point_read_fields)
+    if len(_READS) > 16:
+        _READS.clear()
+    _READS[id(cp)] = (cp, reads)
+    return reads
 
 
 def _column_keys(table: PointTable, read: _Read) -> list[Any]:
@@ -106,14 +120,22 @@ def _column_keys(table: PointTable, read: _Read) -> list[Any]:
         return keys
     if keys and _constant(keys):  # the usual column: one value on every copy
         return [_outcomes(read, values[0])] * len(keys)
-    found = {key: _outcomes(read, value) for key, value in dict(zip(keys, values)).items()}
+    distinct = dict(zip(keys, values))  # a value of each key (its last copy's)
+    found = dict(zip(distinct, _outcomes_of(read, list(distinct.values()))))
     return list(map(found.__getitem__, keys))
 
 
 def _outcomes(read: _Read, value: Any) -> tuple[Any, ...]:
     """The outcome of each of the rules' tests on one value of the field."""
-    fields = {} if value is MISSING else {read.name: value}
-    return tuple(eval_atom(atom, fields) for atom in read.atoms)
+    return tuple(test(value) for test in read.tests)
+
+
+def _outcomes_of(read: _Read, values: list[Any]) -> list[tuple[Any, ...]]:
+    """:func:`_outcomes` of every value, test by test over all of them (in C, but for the
+    tests themselves)."""
+    if not read.tests:
+        return [()] * len(values)
+    return list(zip(*[list(map(test, values)) for test in read.tests]))
 
 
 def _constant(keys: list[Any]) -> bool:
