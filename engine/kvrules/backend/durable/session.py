@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy
-from kvrules.backend.durable.lower import NEG_OK, fields_read, types_matched, values_read
+from kvrules.backend.durable.lower import (NEG_OK, types_matched, values_read,
+                                          with_companion_fields)
 from kvrules.policy.model import Action, Ref, Rule
 from kvrules.backend.durable import host as hostmod
 from kvrules.backend.durable.encode import (DISCRIMINATOR, absent_marker, encode_fact,
@@ -44,7 +45,7 @@ class _Context:
     def __init__(self, cp: CompiledPolicy) -> None:
         self.cp = cp
         self.read = _fields_read(cp)
-        self.valued = _values_read(cp) if self.read is not None else None
+        self.valued = _field_names(cp)[1] if self.read is not None else None
         self.types: dict[str, str] = {}
         self.fields: dict[str, dict[str, Any]] = {}
         self.encoded: list[dict[str, Any]] = []
@@ -205,31 +206,24 @@ def _types_matched(cp: CompiledPolicy) -> list[frozenset[str] | None]:
     return matched
 
 
-_READ: dict[int, tuple[CompiledPolicy, frozenset[str]]] = {}
+_READ: dict[int, tuple[CompiledPolicy, frozenset[str], frozenset[str]]] = {}
+
+
+def _field_names(cp: CompiledPolicy) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields the policy's engine rules can read (the others are not encoded), and
+    those whose own value they read (the others are given as their companions alone)."""
+    known = _READ.get(id(cp))
+    if known is not None and known[0] is cp:
+        return known[1], known[2]
+    valued = values_read(cp.lowered)
+    read = with_companion_fields(valued)
+    _READ[id(cp)] = (cp, read, valued)
+    return read, valued
 
 
 def _fields_read(cp: CompiledPolicy) -> frozenset[str]:
     """The fields the policy's engine rules can read (the others are not encoded)."""
-    known = _READ.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
-    read = fields_read(cp.lowered)
-    _READ[id(cp)] = (cp, read)
-    return read
-
-
-_VALUED: dict[int, tuple[CompiledPolicy, frozenset[str]]] = {}
-
-
-def _values_read(cp: CompiledPolicy) -> frozenset[str]:
-    """The fields whose own value the policy's engine rules can read (the others are
-    given as their companions alone)."""
-    known = _VALUED.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
-    valued = values_read(cp.lowered)
-    _VALUED[id(cp)] = (cp, valued)
-    return valued
+    return _field_names(cp)[0]
 
 
 _NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
