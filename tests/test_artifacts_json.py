@@ -147,6 +147,20 @@ def test_results_fast_path_is_sound(edits: list[tuple[tuple[Any, ...], Any]],
         assert columns == ResultColumns.read(results)  # what later checks read, unchanged
 
 
+def test_gathered_columns_hold_each_distinct_string_once() -> None:
+    """A decoder makes a new string per occurrence; the gathered point types, native regimes
+    and sample reasons hold one object per distinct value (a worker's pickled cell then
+    writes each once, not once per point), and the same values as the results."""
+    results = json.loads(RANK_EXAMPLE.read_bytes())["results"] * 3  # copies share nothing:
+    results = json.loads(json.dumps(results))  # decoded again, every string its own object
+    columns = result_columns(results)
+    assert columns is not None and columns == ResultColumns.read(results)
+    for column in (columns.point_types, columns.kv_seed_regimes, columns.sample_reasons):
+        distinct = {json.dumps(v) for v in column}
+        assert len({id(v) for v in column}) == len(distinct), column[:3]
+    assert len(results) > len({json.dumps(v) for v in columns.kv_seed_regimes})
+
+
 def _apply(root: Any, where: tuple[Any, ...], action: Any) -> None:
     """Run ``action(parent, key)`` at a path if it still exists after earlier edits."""
     node = root

@@ -70,7 +70,26 @@ def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
     if not set(map(type, walls)) <= {float, int} or not all(map(_POSITIVE, walls)):
         return None
     kinds, ids, batches, prefills, kv_reads, reasons = points
-    return ResultColumns(kinds, ids, walls, batches, prefills, kv_reads, regimes, reasons)
+    return ResultColumns(_shared(kinds), ids, walls, batches, prefills, kv_reads,
+                         _shared(regimes), _shared_lists(reasons))
+
+
+def _shared(column: list[Any]) -> list[Any]:
+    """``column`` with each distinct value one object (a decoder makes a new string per
+    occurrence): a worker then pickles a point type or native regime once per cell, not
+    once per point, and the parent unpickles references (pickle's memo goes by identity).
+    Only for columns of strings, None and the absent marker, which no two classes share an
+    equal value of (``1 == 1.0 == True`` would merge)."""
+    one = dict(zip(column, column))
+    return list(map(one.__getitem__, column))
+
+
+def _shared_lists(column: list[list[str] | None]) -> list[list[str] | None]:
+    """``column`` of string lists (or None) with equal lists one object, for the same
+    reason as :func:`_shared` (a point's facts read them, never change them)."""
+    one: dict[tuple[str, ...], list[str]] = {}
+    return [None if listed is None else one.setdefault(tuple(listed), listed)
+            for listed in column]
 
 
 def _points_ok(points: list[Any]) -> tuple[list[Any], ...] | None:

@@ -157,18 +157,19 @@ class PointTable:
         row_of = [0] * n
         for row, i in enumerate(order):
             row_of[i] = row
-        held = [list(numbers) for _ in ids]
         files, positions, copy_ranks = [ranks[0].relpath] * n, [0] * n, [numbers[0]] * n
         for r, doc in enumerate(ranks[1:], 1):
             files += [doc.relpath] * n
             positions += [r] * n
             copy_ranks += [numbers[r]] * n
+        held = list(numbers)  # every copy's holders: one list, as _any_points shares a
+        # benchmark_id's between its copies (a pickled table then holds it once)
         found = list(map(_found, ranks))
         in_order = None if order == list(range(n)) else order
         table = cls.__new__(cls)
         table._keep({name: _copies(found, name, in_order) for name in found[0]}, files,
                     positions, order + list(range(n)) * others, copy_ranks,
-                    [held[i] for i in order] + held * others, [-1] * n + row_of * others, n)
+                    [held] * len(positions), [-1] * n + row_of * others, n)
         return table
 
     @classmethod
