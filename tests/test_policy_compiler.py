@@ -243,3 +243,28 @@ def test_strata_no_rule_occupies_are_closed_up_and_none_still_sees_complete_fact
     ev = evaluate_in_process(cp, facts)
     assert ev.failures == []
     assert sorted(e.rule for e in ev.events) == (["r.done", "r.hit"] if warm else ["r.miss"])
+
+
+def test_what_is_derived_from_a_policy_is_kept_per_compiled_policy_and_bounded() -> None:
+    """``per_policy``: one derivation per compiled policy object (another object, even an
+    equal one, gets its own), and no more than POLICIES_KEPT policies held alive."""
+    from dataclasses import replace
+
+    from kvrules.policy.compiled import POLICIES_KEPT, per_policy
+
+    calls: list[object] = []
+
+    @per_policy
+    def derived(cp: object) -> int:
+        calls.append(cp)
+        return len(calls)
+
+    first = compile_policy()
+    twin = replace(first)
+    assert [derived(first), derived(first), derived(twin), derived(first)] == [1, 1, 2, 1]
+    assert calls == [first, twin] and calls[0] is first and calls[1] is twin
+    others = [replace(first) for _ in range(POLICIES_KEPT)]
+    for cp in others:
+        derived(cp)
+    before = len(calls)
+    assert derived(first) == before + 1  # dropped with the others once the bound was met

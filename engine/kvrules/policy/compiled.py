@@ -3,8 +3,9 @@ an analysis of which fields the rules read (used to share evaluations between id
 from __future__ import annotations
 
 from dataclasses import field
+from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from kvrules.records import record
 from kvrules.diagnostics import KvrulesUsageError
@@ -35,6 +36,34 @@ class CompiledPolicy:
     point_atoms: tuple[Atom, ...] = ()
     point_raw_fields: tuple[str, ...] = ()
     point_read_fields: tuple[str, ...] = ()
+
+
+T = TypeVar("T")
+
+POLICIES_KEPT = 16
+"""Compiled policies a :func:`per_policy` function keeps its value for (a process uses one
+or two; a test session compiles hundreds, which must not all stay alive)."""
+
+
+def per_policy(derive: Callable[[CompiledPolicy], T]) -> Callable[[CompiledPolicy], T]:
+    """``derive(cp)`` computed once per compiled policy and kept: what the runtime and the
+    backend work out from a policy (the engine's ruleset names, the fields it reads, the
+    point tests) is the same for every cell. Kept by the policy's id, with the policy beside
+    the value so that id stays its own (a compiled policy is mutable, so not hashable)."""
+    known: dict[int, tuple[CompiledPolicy, T]] = {}
+
+    @wraps(derive)
+    def kept(cp: CompiledPolicy) -> T:
+        hit = known.get(id(cp))
+        if hit is not None and hit[0] is cp:
+            return hit[1]
+        value = derive(cp)
+        if len(known) >= POLICIES_KEPT:
+            known.clear()
+        known[id(cp)] = (cp, value)
+        return value
+
+    return kept
 
 
 def _analyse(cp: CompiledPolicy) -> None:

@@ -17,7 +17,7 @@ import orjson
 from kvrules.records import record
 from kvrules.facts.model import Fact
 from kvrules.facts.points import PointTable
-from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.compiled import CompiledPolicy, per_policy
 from kvrules.policy.model import Atom
 from kvrules.policy.operators import OPERATORS, shape
 from kvrules.policy.evaluate import MISSING, eval_atom, value_test
@@ -83,26 +83,17 @@ class _Read:
     tests: tuple[Callable[[Any], bool], ...] = field(default=(), compare=False, repr=False)
 
 
-_READS: dict[int, tuple[CompiledPolicy, tuple[_Read, ...]]] = {}
-"""The reads of a compiled policy, by its id (the policy is kept so the id stays its own)."""
-
-
+@per_policy
 def _reads(cp: CompiledPolicy) -> tuple[_Read, ...]:
-    known = _READS.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
+    """How the rules read each point field of ``cp`` (the same for every cell)."""
     kinds = cp.fact_types.get("point", {})
     tests: dict[str, list[Atom]] = {}
     for atom in cp.point_atoms:
         tests.setdefault(atom.field, []).append(atom)
     raw = set(cp.point_raw_fields)
-    reads = tuple(_Read(n, kinds.get(n, "any"), n not in raw and all(
+    return tuple(_Read(n, kinds.get(n, "any"), n not in raw and all(
         OPERATORS[a.op].shape_only for a in tests.get(n, [])), tuple(tests.get(n, [])),
         n in raw, tuple(map(value_test, tests.get(n, [])))) for n in cp.point_read_fields)
-    if len(_READS) > 16:
-        _READS.clear()
-    _READS[id(cp)] = (cp, reads)
-    return reads
 
 
 def _column_keys(table: PointTable, read: _Read) -> list[Any]:

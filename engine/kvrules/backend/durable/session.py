@@ -15,7 +15,7 @@ import re
 from typing import Any, Callable
 
 from kvrules.facts.model import Fact
-from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.compiled import CompiledPolicy, per_policy
 from kvrules.backend.durable.lower import (NEG_OK, types_matched, values_read,
                                           with_companion_fields)
 from kvrules.policy.model import Action, Ref, Rule
@@ -175,50 +175,29 @@ def _make_actions(cp: CompiledPolicy) -> dict[str, Callable[[Any], None]]:
     return actions
 
 
-_NAMES: dict[int, tuple[CompiledPolicy, list[str]]] = {}
-"""Ruleset names per compiled policy (by id; the policy is kept so the id stays its own)."""
-
-
+@per_policy
 def ruleset_names(cp: CompiledPolicy) -> list[str]:
     """Versioned ruleset names, registered once per process."""
-    known = _NAMES.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
     tag = cp.identity.digest.split(":")[-1][:16]
     names = [f"kvrules_{tag}_s{k + 1}" for k in range(len(cp.lowered))]
     actions = _make_actions(cp)
     for name, definition in zip(names, cp.lowered):
         hostmod.ensure_registered(name, definition, actions)
-    _NAMES[id(cp)] = (cp, names)
     return names
 
 
-_MATCHED: dict[int, tuple[CompiledPolicy, list[frozenset[str] | None]]] = {}
-
-
+@per_policy
 def _types_matched(cp: CompiledPolicy) -> list[frozenset[str] | None]:
     """Per stratum, the fact types its rules match (None: every type)."""
-    known = _MATCHED.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
-    matched = [types_matched(definition) for definition in cp.lowered]
-    _MATCHED[id(cp)] = (cp, matched)
-    return matched
+    return [types_matched(definition) for definition in cp.lowered]
 
 
-_READ: dict[int, tuple[CompiledPolicy, frozenset[str], frozenset[str]]] = {}
-
-
+@per_policy
 def _field_names(cp: CompiledPolicy) -> tuple[frozenset[str], frozenset[str]]:
     """The fields the policy's engine rules can read (the others are not encoded), and
     those whose own value they read (the others are given as their companions alone)."""
-    known = _READ.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1], known[2]
     valued = values_read(cp.lowered)
-    read = with_companion_fields(valued)
-    _READ[id(cp)] = (cp, read, valued)
-    return read, valued
+    return with_companion_fields(valued), valued
 
 
 def _fields_read(cp: CompiledPolicy) -> frozenset[str]:
@@ -226,19 +205,13 @@ def _fields_read(cp: CompiledPolicy) -> frozenset[str]:
     return _field_names(cp)[0]
 
 
-_NEGATED: dict[int, tuple[CompiledPolicy, dict[int, list[tuple[Rule, int]]]]] = {}
-
-
+@per_policy
 def _negated_rules(cp: CompiledPolicy) -> dict[int, list[tuple[Rule, int]]]:
     """Rules with ``none`` patterns by stratum, with their number of negated patterns."""
-    known = _NEGATED.get(id(cp))
-    if known is not None and known[0] is cp:
-        return known[1]
     out: dict[int, list[tuple[Rule, int]]] = {}
     for rule in cp.policy.rules:
         if rule.negatives:
             out.setdefault(cp.strata[rule.id], []).append((rule, len(rule.negatives)))
-    _NEGATED[id(cp)] = (cp, out)
     return out
 
 
