@@ -70,11 +70,11 @@ def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
     if not set(map(type, walls)) <= {float, int} or not all(map(_POSITIVE, walls)):
         return None
     kinds, ids, batches, prefills, kv_reads, reasons = points
-    return ResultColumns(_shared(kinds), ids, walls, batches, prefills, kv_reads,
-                         _shared(regimes), _shared_lists(reasons))
+    return ResultColumns(one_per_value(kinds), ids, walls, batches, prefills, kv_reads,
+                         one_per_value(regimes), one_per_list(reasons))
 
 
-def _shared(column: list[Any]) -> list[Any]:
+def one_per_value(column: list[Any]) -> list[Any]:
     """``column`` with each distinct value one object (a decoder makes a new string per
     occurrence): a worker then pickles a point type or native regime once per cell, not
     once per point, and the parent unpickles references (pickle's memo goes by identity).
@@ -84,9 +84,9 @@ def _shared(column: list[Any]) -> list[Any]:
     return list(map(one.__getitem__, column))
 
 
-def _shared_lists(column: list[list[str] | None]) -> list[list[str] | None]:
+def one_per_list(column: list[list[str] | None]) -> list[list[str] | None]:
     """``column`` of string lists (or None) with equal lists one object, for the same
-    reason as :func:`_shared` (a point's facts read them, never change them)."""
+    reason as :func:`one_per_value` (a point's facts read them, never change them)."""
     one: dict[tuple[str, ...], list[str]] = {}
     return [None if listed is None else one.setdefault(tuple(listed), listed)
             for listed in column]

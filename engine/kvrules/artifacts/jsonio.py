@@ -86,7 +86,9 @@ DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 """``bytes.translate`` table: every digit reads ``0``, so number shapes are found by a plain
 substring search (a regex starting with a character class is ~50x slower)."""
 _NINETEEN = b"0" * 19
-_ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+ESCAPED_COLONS = (b"\\u003a", b"\\u003A")
+"""A colon written as an escape: the colon counts that prove no member was dropped would
+miss it (a file holding one is decoded the reference way)."""
 
 
 def _fast_decode(raw: bytes) -> Any:
@@ -109,7 +111,7 @@ def _fast_decode(raw: bytes) -> Any:
         data = orjson.loads(raw)
     except (orjson.JSONDecodeError, TypeError):
         return _DISAGREES
-    if b"\\" in raw and any(escape in raw for escape in _ESCAPED_COLONS):  # one memchr
+    if b"\\" in raw and any(escape in raw for escape in ESCAPED_COLONS):  # one memchr
         return _DISAGREES
     try:
         encoded = orjson.dumps(data)
@@ -248,33 +250,39 @@ def read_json(path: Path, relpath: str, root: Path | None = None
 
     ``root`` is the campaign (or cell) folder: a file below it must not leave it by symlink.
     """
-    data, diag, _ = read_json_bytes(path, relpath, root)
-    return data, diag
+    raw, diag = read_evidence(path, relpath, root)
+    return (None, diag) if raw is None else decode_document(raw, relpath)
 
 
-def read_json_bytes(path: Path, relpath: str, root: Path | None = None
-                    ) -> tuple[dict[str, Any] | None, Diagnostic | None, bytes | None]:
-    """:func:`read_json`, and the bytes it decoded (None when none could be read)."""
+def read_evidence(path: Path, relpath: str, root: Path | None = None
+                  ) -> tuple[bytes | None, Diagnostic | None]:
+    """The bytes of one evidence file, or the ``artifact_unreadable`` diagnostic saying why
+    there are none (see :func:`read_bounded`)."""
     try:
-        raw = read_bounded(path, root)
+        return read_bounded(path, root), None
     except UnreadableFile as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath), None
+        return None, evidence_error(ARTIFACT_UNREADABLE, exc.reason, relpath)
+
+
+def decode_document(raw: bytes, relpath: str
+                    ) -> tuple[dict[str, Any] | None, Diagnostic | None]:
+    """The JSON object ``raw`` holds, or the ``artifact_unreadable`` diagnostic saying why
+    it holds none."""
     try:
         data = decode_json(raw)
     except json.JSONDecodeError as exc:
-        diag = Diagnostic(file=relpath, line=exc.lineno, column=exc.colno,
-                          message=f"not valid JSON: {exc.msg}", code=ARTIFACT_UNREADABLE)
-        return None, diag, raw
+        return None, Diagnostic(file=relpath, line=exc.lineno, column=exc.colno,
+                                message=f"not valid JSON: {exc.msg}", code=ARTIFACT_UNREADABLE)
     except DuplicateKeyError as exc:
-        return None, evidence_error(ARTIFACT_UNREADABLE, f"not valid JSON: {exc}", relpath), raw
+        return None, evidence_error(ARTIFACT_UNREADABLE, f"not valid JSON: {exc}", relpath)
     except (UnicodeDecodeError, RecursionError, ValueError, MemoryError) as exc:
         return None, evidence_error(ARTIFACT_UNREADABLE,
-                                    f"not valid JSON: {str(exc)[:200]}", relpath), raw
+                                    f"not valid JSON: {str(exc)[:200]}", relpath)
     if not isinstance(data, dict):
         return None, evidence_error(ARTIFACT_UNREADABLE,
                                     f"top-level JSON value is {_json_kind(data)}, "
-                                    "expected an object", relpath), raw
-    return data, None, raw
+                                    "expected an object", relpath)
+    return data, None
 
 
 def read_text(path: Path, relpath: str, root: Path | None = None

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import field
+from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Literal
 
 from kvrules.records import record
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
-from kvrules.artifacts.jsonio import read_json, read_json_bytes, read_text, relpath
+from kvrules.artifacts.jsonio import (
+    decode_document, read_evidence, read_json, read_text, relpath,
+)
 from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
-from kvrules.artifacts.validate import checked, validate
+from kvrules.artifacts.validate import checked, fields_vouched, validate
 from kvrules.diagnostics import (
     ARTIFACT_INVALID, ARTIFACT_UNREADABLE, NO_RANK_ARTIFACTS, SIDECAR_INVALID, Diagnostic,
     evidence_error, sort_diagnostics,
@@ -217,7 +220,14 @@ def _load_rank(path: Path, rel: str, root: Path,
     themselves (:meth:`Document.results`). Without a plan the cell's kind is read from every
     result, so they stay. (A function of its own: its locals, the whole decoded file among
     them, are gone before the next file is read.)"""
-    data, diag, raw = read_json_bytes(path, rel, root)
+    raw, diag = read_evidence(path, rel, root)
+    if raw is None:
+        return diag
+    if drop_results:
+        usual = _usual_rank(path, rel, raw)
+        if usual is not False:
+            return usual
+    data, diag = decode_document(raw, rel)
     if data is not None and data.get("artifact_type") == "merged":
         return None
     columns = None
@@ -228,7 +238,39 @@ def _load_rank(path: Path, rel: str, root: Path,
     assert data is not None
     if columns is None or not drop_results:
         return Document(path, rel, data, columns)
-    return Document(path, rel, {k: v for k, v in data.items() if k != "results"}, columns, raw)
+    return Document(path, rel, _without_results(data), columns, raw)
+
+
+def _usual_rank(path: Path, rel: str, raw: bytes) -> Document | None | Literal[False]:
+    """What :func:`_load_rank` gives for a usual rank file, decoded by
+    :mod:`.rankfile` (about half the time); False when that decoder or the generated
+    validator cannot vouch for it, and the reference path decides."""
+    decode_usual = _usual_decoder()
+    decoded = decode_usual(raw) if decode_usual is not None else None
+    if decoded is None:
+        return False
+    fields, results, columns = decoded
+    if fields.get("artifact_type") == "merged":
+        return None
+    if not fields_vouched({**fields, "results": results}, RANK_SCHEMA):
+        return False
+    return Document(path, rel, fields, columns, raw)
+
+
+@lru_cache(maxsize=1)
+def _usual_decoder() -> Callable[[bytes], Any] | None:
+    """:func:`.rankfile.decode_usual`, imported on a worker's first rank file (msgspec's
+    import is 5 ms the parent need not spend), or None without msgspec."""
+    try:
+        from kvrules.artifacts.rankfile import decode_usual
+    except ImportError:  # pragma: no cover - msgspec is a dependency
+        return None
+    return decode_usual
+
+
+def _without_results(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without its ``results`` (their columns and the file's bytes stand in)."""
+    return {k: v for k, v in data.items() if k != "results"}
 
 
 def _load_documents(ref: CellRef, paths: list[Path], schema: str, code: str,

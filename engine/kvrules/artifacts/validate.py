@@ -130,18 +130,29 @@ def use_fast_validator(name: str, code: CodeType) -> bool:
     return True
 
 
+def fields_vouched(data: dict[str, Any], schema: str) -> bool:
+    """True when the generated validator accepts ``data`` whose hot array's items were
+    vouched for elsewhere (:mod:`.rankfile`); False concludes nothing."""
+    try:
+        _fast(schema)(data, False)
+    except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
 @lru_cache(maxsize=None)
-def _fast(name: str) -> Callable[[Any], Any]:
+def _fast(name: str) -> Callable[..., Any]:
     """A shipped schema's fast validator, built once per process (defaults off: it never
-    touches the data)."""
+    touches the data): the generated code, then (``items``) the hand-written check of its
+    hot array's items."""
     compiled = _PREPARED.get(name) or _validator_of(fast_validator_code(name))
     if compiled is None:  # pragma: no cover - generated code always defines VALIDATE
         raise RuntimeError(f"no fast validator generated for {name}")
     hot = _ITEM_FAST_PATHS.get(name)
 
-    def run(data: Any) -> Any:
+    def run(data: Any, items: bool = True) -> Any:
         compiled(data)
-        if hot is None or hot[0] not in data:
+        if not items or hot is None or hot[0] not in data:
             return None
         gathered = hot[1](data[hot[0]])
         if gathered is None:
