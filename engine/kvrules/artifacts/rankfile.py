@@ -24,7 +24,8 @@ from kvrules.artifacts.fastpath import one_per_value
 from kvrules.artifacts.jsonio import ESCAPED_COLONS, decode_json
 from kvrules.artifacts.model import ABSENT, ResultColumns
 
-_NUMBER = float  # (msgspec reads a JSON integer as a float here: these values are not kept)
+_NUMBER = int | float
+"""A number kvrules does not read (an integer stays one: small ones are shared, not built)."""
 
 
 class _Scheduled(msgspec.Struct, forbid_unknown_fields=True, gc=False):
