@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvrules.artifacts import load
+from kvrules.artifacts import load, rankfile
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.jsonio import decode_document
 from kvrules.artifacts.load import RANK_SCHEMA, load_cell
@@ -68,14 +68,70 @@ def _text(value: Any) -> bytes:
     return dumps(value).encode()
 
 
-def _first_results(n: int) -> dict[str, Any]:
-    """A bundled rank document with ``n`` results (its own, repeated and numbered on)."""
+def _first_results(n: int, layout: str = "middle") -> dict[str, Any]:
+    """A bundled rank document with ``n`` results (its own, repeated and numbered on), and
+    ``results`` its first, a middle or its last member."""
     data = copy.deepcopy(BASE)
-    pool = data["results"]
-    data["results"] = [copy.deepcopy(pool[i % len(pool)]) for i in range(n)]
-    for i, result in enumerate(data["results"]):
+    pool = data.pop("results")
+    results = [copy.deepcopy(pool[i % len(pool)]) for i in range(n)]
+    for i, result in enumerate(results):
         result["point"]["benchmark_id"] = i + 1
-    return data
+    items = list(data.items())
+    at = {"first": 0, "middle": len(items) // 2, "last": len(items)}[layout]
+    return dict([*items[:at], ("results", results), *items[at:]])
+
+
+LAYOUTS = ["first", "middle", "last"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_each_layout_is_answered(layout: str) -> None:
+    assert assert_agrees(_text(_first_results(4, layout)))
+    assert assert_agrees(json.dumps(_first_results(4, layout), separators=(",", ":")).encode())
+
+
+def test_results_last_is_found_without_decoding_the_document_around_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Producers write ``results`` last: that layout takes the shorter way, the others not."""
+    monkeypatch.setattr(rankfile, "_results_anywhere", lambda raw: None)
+    assert assert_agrees(_text(_first_results(3, "last")))
+    assert decode_usual(_text(_first_results(3, "middle"))) is None
+    assert decode_usual(_text({"probe": {"results": []}, **_first_results(3, "last")})) \
+        is None
+
+
+@pytest.mark.parametrize("prefix", [
+    {"probe": {"results": []}}, {"probe": {"results": [{"point": 1}]}},
+    {"probe": "results"}, {"probe": ["results"]}, {"probe": 'the "results" below'},
+    {"results_seen": 2},
+])
+def test_results_named_before_the_member_still_agrees(prefix: dict[str, Any]) -> None:
+    """A ``"results"`` in the text before the member (a nested key, a string) is not taken
+    for it; the file is still answered, the same as the reference."""
+    data = {**prefix, **_first_results(3, "last")}
+    assert list(data)[0] in prefix and assert_agrees(_text(data))
+
+
+@pytest.mark.parametrize("broken", [
+    lambda raw: raw.replace(b',\n  "results"', b'\n  "results"'),  # no comma before it
+    lambda raw: raw.replace(b'"results": [', b'"results" [', 1),
+    lambda raw: raw.rstrip()[:-1], lambda raw: raw + b"}", lambda raw: raw + b" x",
+    lambda raw: raw.replace(b'"results"', b'"results":', 1),
+])
+def test_text_around_the_last_member_that_is_not_json_is_refused(broken: Any) -> None:
+    raw = broken(_text(_first_results(3, "last")))
+    assert raw != _text(_first_results(3, "last"))
+    assert decode_document(raw, "r.json")[1] is not None
+    assert decode_usual(raw) is None
+
+
+@pytest.mark.parametrize("first", ['"results"', '"re\\u0073ults"'])
+def test_results_twice_at_the_top_is_refused(first: str) -> None:
+    """Also when the first is written with an escape (not found as ``"results"``)."""
+    data = _first_results(2, "last")
+    raw = _text(Pairs([("FIRST", []), *data.items()])).replace(b'"FIRST"', first.encode())
+    assert decode_usual(raw) is None
+    assert decode_document(raw, "r.json")[1] is not None
 
 
 @pytest.mark.parametrize("edit, why", [
@@ -216,10 +272,11 @@ edits = st.lists(st.tuples(st.sampled_from(RESULT_PATHS),
 @given(edits=edits, top=st.lists(st.tuples(st.sampled_from(TOP_KEYS),
                                            st.sampled_from(["set", "drop", "twice"]), values),
                                  max_size=2),
-       position=st.integers(0, 2))
+       position=st.integers(0, 2), layout=st.sampled_from(LAYOUTS))
 def test_decode_usual_is_sound(edits: list[tuple[tuple[Any, ...], str, Any]],
-                               top: list[tuple[str, str, Any]], position: int) -> None:
-    data = _first_results(3)
+                               top: list[tuple[str, str, Any]], position: int,
+                               layout: str) -> None:
+    data = _first_results(3, layout)
     result = data["results"][position]
     for where, action, value in edits:
         result = _edit(result, where, action, value)

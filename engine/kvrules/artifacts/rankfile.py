@@ -11,16 +11,16 @@ answers, the fields and columns are exactly what the reference path gives for th
 bytes, and that path finds no duplicate key; None concludes nothing, and the reference
 path decides (and reports). A result member no producer is known to write, or of another
 type than producers write, is refused here rather than skipped: every member is then
-decoded and counted, which is how a duplicate key is seen (:func:`_no_member_dropped`).
+decoded and counted, which is how a duplicate key is seen (:func:`_results_anywhere`).
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
-from kvrules.artifacts.fastpath import one_per_value
 from kvrules.artifacts.jsonio import ESCAPED_COLONS, decode_json
 from kvrules.artifacts.model import ABSENT, ResultColumns
 
@@ -93,6 +93,11 @@ _MEMBERS_ALWAYS = 2 + 8 + 7 + 7 + 6
 _MEMBERS = msgspec.json.Decoder(dict[str, Raw])
 _RESULTS = msgspec.json.Decoder(list[_Result])
 _ENCODER = msgspec.json.Encoder()
+_WHITESPACE = b" \t\n\r"
+_RESULTS_KEY = re.compile(rb'"results"[ \t\n\r]*:[ \t\n\r]*\[')
+_DECODE_ERRORS = (msgspec.DecodeError, ValueError, RecursionError, MemoryError)
+"""What decoding may raise (a DuplicateKeyError or JSONDecodeError of decode_json is a
+ValueError too): the reference path reports it."""
 
 
 def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] | None:
@@ -101,63 +106,108 @@ def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] 
     this decoder cannot vouch for the reference path's answer."""
     if b"\\" in raw and any(escape in raw for escape in ESCAPED_COLONS):
         return None
-    try:
-        members = _MEMBERS.decode(raw)
-        results = _RESULTS.decode(members.pop("results"))
-        others = _ENCODER.encode(members)  # the other members' text, as it is in ``raw``
-        fields = decode_json(others)
-    except (msgspec.DecodeError, KeyError, ValueError, RecursionError, MemoryError):
-        return None  # (a DuplicateKeyError or JSONDecodeError of decode_json is a
-        # ValueError too: the reference path reports them)
-    regimes = one_per_value([result.kv_seed_regime for result in results])
-    reasons = [result.point.sample_reasons for result in results]
-    if not _no_member_dropped(raw, others, results, regimes, reasons):
+    split = _results_last(raw) or _results_anywhere(raw)
+    if split is None:
         return None
-    return fields, results, _columns(results, regimes, reasons)
-
-
-def _no_member_dropped(raw: bytes, others: bytes, results: list[_Result],
-                       regimes: list[Any], reasons: list[Any]) -> bool:
-    """No object of ``raw`` names a key twice (a decoder keeps only the last).
-
-    Outside strings every colon of JSON text separates one object member, and no colon is
-    escaped (:func:`decode_usual` refused those), so ``raw`` has as many colons as members
-    plus the colons inside its strings. Its other members are ``others`` (one per distinct
-    key, their values as they are in ``raw``, each proved whole by
-    :func:`~.jsonio.decode_json`), ``results`` is one more, and each result has exactly the
-    members its struct holds (an unknown one is refused, a required one must be there), so
-    a sum that reaches ``raw``'s count leaves no member out."""
-    expected = others.count(b":") + 1 + _MEMBERS_ALWAYS * len(results)
-    expected += len(results) - regimes.count(UNSET) + len(results) - reasons.count(UNSET)
-    expected += _colons_in(regimes) + _colons_in(reasons)
-    measurements = [result.fpms[0] for result in results]
-    expected += _colons_in([measurement.worker_id for measurement in measurements])
-    expected += _colons_in([result.point.expected_cudagraph_mode for result in results])
-    return expected == raw.count(b":")
-
-
-def _colons_in(column: list[Any]) -> int:
-    """Colons inside the strings of a column of strings, string tuples, None and UNSET."""
-    colons = 0
-    for value in set(column):
-        text = "".join(value) if type(value) is tuple else value
-        if type(text) is str and ":" in text:
-            colons += text.count(":") * column.count(value)
-    return colons
-
-
-def _columns(results: list[_Result], regimes: list[Any], reasons: list[Any]) -> ResultColumns:
-    """What :func:`~.fastpath.result_columns` gathers, from the structs: the absent marker
-    for a result without ``kv_seed_regime``, None for a point without ``sample_reasons``,
-    and one list per distinct reasons (as there)."""
+    fields, others, results = split
     points = [result.point for result in results]
-    lists = {listed: list(listed) for listed in set(reasons) if type(listed) is tuple}
-    return ResultColumns(
-        one_per_value([point.point_type for point in points]),
+    regimes, distinct_regimes = _shared([result.kv_seed_regime for result in results])
+    reasons = [point.sample_reasons for point in points]
+    distinct_reasons = set(reasons)
+    members = others.count(b":") + 1 + _MEMBERS_ALWAYS * len(results)
+    members += _present(regimes, distinct_regimes, ABSENT)
+    members += _present(reasons, distinct_reasons, UNSET)
+    members += _colons_in(regimes, distinct_regimes) + _colons_in(reasons, distinct_reasons)
+    for column in ([result.fpms[0].worker_id for result in results],
+                   [point.expected_cudagraph_mode for point in points]):
+        members += _colons_in(column, set(column))
+    if members != raw.count(b":"):  # a member was dropped: see _results_anywhere
+        return None
+    lists: dict[Any, list[str]] = {listed: list(listed) for listed in distinct_reasons
+                                   if type(listed) is tuple}
+    return fields, results, ResultColumns(
+        _shared([point.point_type for point in points])[0],
         [point.benchmark_id for point in points],
         [result.fpms[0].wall_time for result in results],
         [point.batch_size for point in points],
         [point.total_prefill_tokens for point in points],
         [point.total_kv_read_tokens for point in points],
-        [ABSENT if regime is UNSET else regime for regime in regimes],
-        list(map(lists.get, reasons)))
+        regimes, list(map(lists.get, reasons)))
+
+
+def _results_last(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | None:
+    """:func:`_results_anywhere` where ``results`` is the document's last member, as
+    producers write it, without decoding the document around the results array first.
+
+    The first ``"results"`` of the text is taken for the member when the text before it,
+    closed by ``}``, is a JSON object without ``results`` and the text after it is
+    ``: [...] }``: then ``raw`` is exactly that object with ``results`` added (the text
+    before ends after a member value of the document: closing it there made an object).
+    Else None, and at most a misplaced array was decoded."""
+    found = _RESULTS_KEY.search(raw)
+    if found is None:
+        return None
+    before = raw[:found.start()].rstrip(_WHITESPACE)
+    end = raw[-64:].rstrip(_WHITESPACE)
+    if not before.endswith((b",", b"{")) or not end[:-1].rstrip(_WHITESPACE).endswith(b"]") \
+            or not end.endswith(b"}"):
+        return None
+    others = (before[:-1] if before.endswith(b",") else before) + b"}"
+    close = len(raw) - len(raw[-64:]) + len(end) - 1
+    try:
+        fields = decode_json(others)
+        if type(fields) is not dict or "results" in fields:
+            return None
+        return fields, others, _RESULTS.decode(memoryview(raw)[found.end() - 1:close])
+    except _DECODE_ERRORS:
+        return None
+
+
+def _results_anywhere(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | None:
+    """The document's members but ``results``, the same as JSON text (each key once, each
+    value as it is in ``raw``), and its results; None when it holds no such document.
+
+    No object of ``raw`` may name a key twice (a decoder keeps only the last), which
+    :func:`decode_usual` sees by counting. Outside strings every colon of JSON text
+    separates one object member, and no colon is escaped (those are refused), so ``raw``
+    has as many colons as members plus the colons inside its strings. The other members
+    are those of the text returned here (proved whole by :func:`~.jsonio.decode_json`),
+    ``results`` is one more, and each result has exactly the members its struct holds (an
+    unknown one is refused, a required one must be there): a sum of these and the colons
+    of the results' strings that reaches ``raw``'s count leaves no member out."""
+    try:
+        members = _MEMBERS.decode(raw)
+        results = members.pop("results", None)
+        if results is None:
+            return None
+        others = _ENCODER.encode(members)
+        fields = decode_json(others)
+        return fields, others, _RESULTS.decode(results)
+    except _DECODE_ERRORS:
+        return None
+
+
+def _shared(column: list[Any]) -> tuple[list[Any], set[Any]]:
+    """``column`` (of strings, None and UNSET) with one object per distinct value and
+    the absent marker for UNSET, as :func:`~.fastpath.one_per_value` gives; and its
+    distinct values."""
+    one = dict(zip(column, column))
+    if UNSET in one:
+        one[UNSET] = ABSENT
+    return list(map(one.__getitem__, column)), set(one.values())
+
+
+def _present(column: list[Any], distinct: Any, absent: Any) -> int:
+    """How many values of ``column`` are not ``absent``."""
+    return len(column) - (column.count(absent) if absent in distinct else 0)
+
+
+def _colons_in(column: list[Any], distinct: Any) -> int:
+    """Colons inside the strings of ``column`` (strings, string tuples, None, UNSET or the
+    absent marker), whose distinct values are ``distinct``."""
+    colons = 0
+    for value in distinct:
+        text = "".join(value) if type(value) is tuple else value
+        if type(text) is str and ":" in text:
+            colons += text.count(":") * column.count(value)
+    return colons
