@@ -11,7 +11,7 @@ answers, the fields and columns are exactly what the reference path gives for th
 bytes, and that path finds no duplicate key; None concludes nothing, and the reference
 path decides (and reports). A result member no producer is known to write, or of another
 type than producers write, is refused here rather than skipped: every member is then
-decoded and counted, which is how a duplicate key is seen (:func:`_results_anywhere`).
+decoded and counted, which is how a duplicate key is seen (:func:`_colons_expected`).
 """
 from __future__ import annotations
 
@@ -114,14 +114,9 @@ def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] 
     regimes, distinct_regimes = _shared([result.kv_seed_regime for result in results])
     reasons = [point.sample_reasons for point in points]
     distinct_reasons = set(reasons)
-    members = others.count(b":") + 1 + _MEMBERS_ALWAYS * len(results)
-    members += _present(regimes, distinct_regimes, ABSENT)
-    members += _present(reasons, distinct_reasons, UNSET)
-    members += _colons_in(regimes, distinct_regimes) + _colons_in(reasons, distinct_reasons)
-    for column in ([result.fpms[0].worker_id for result in results],
-                   [point.expected_cudagraph_mode for point in points]):
-        members += _colons_in(column, set(column))
-    if members != raw.count(b":"):  # a member was dropped: see _results_anywhere
+    colons = _colons_expected(others, results, points, (regimes, distinct_regimes),
+                              (reasons, distinct_reasons))
+    if colons != raw.count(b":"):  # some object named a key twice
         return None
     lists: dict[Any, list[str]] = {listed: list(listed) for listed in distinct_reasons
                                    if type(listed) is tuple}
@@ -133,6 +128,28 @@ def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] 
         [point.total_prefill_tokens for point in points],
         [point.total_kv_read_tokens for point in points],
         regimes, list(map(lists.get, reasons)))
+
+
+def _colons_expected(others: bytes, results: list[_Result], points: list[_Point],
+                     regimes: tuple[list[Any], set[Any]],
+                     reasons: tuple[list[Any], set[Any]]) -> int:
+    """The colons of the rank file when no object of it names a key twice (a decoder
+    keeps only the last of two): then, and only then, its count equals the file's.
+
+    Outside strings every colon of JSON text separates one object member, and no colon is
+    escaped (:func:`decode_usual` refused those), so the file holds as many colons as
+    members plus the colons inside its strings. The document's other members are those of
+    ``others`` (each key once, each value as it is in the file, proved whole by
+    :func:`~.jsonio.decode_json`), ``results`` is one more, and each result has exactly
+    the members its struct holds (an unknown one is refused, a required one must be there).
+    ``regimes`` and ``reasons`` are columns with their distinct values."""
+    colons = others.count(b":") + 1 + _MEMBERS_ALWAYS * len(results)
+    colons += _present(*regimes, ABSENT) + _present(*reasons, UNSET)
+    colons += _colons_in(*regimes) + _colons_in(*reasons)
+    for column in ([result.fpms[0].worker_id for result in results],
+                   [point.expected_cudagraph_mode for point in points]):
+        colons += _colons_in(column, set(column))
+    return colons
 
 
 def _results_last(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | None:
@@ -165,16 +182,7 @@ def _results_last(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | N
 
 def _results_anywhere(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | None:
     """The document's members but ``results``, the same as JSON text (each key once, each
-    value as it is in ``raw``), and its results; None when it holds no such document.
-
-    No object of ``raw`` may name a key twice (a decoder keeps only the last), which
-    :func:`decode_usual` sees by counting. Outside strings every colon of JSON text
-    separates one object member, and no colon is escaped (those are refused), so ``raw``
-    has as many colons as members plus the colons inside its strings. The other members
-    are those of the text returned here (proved whole by :func:`~.jsonio.decode_json`),
-    ``results`` is one more, and each result has exactly the members its struct holds (an
-    unknown one is refused, a required one must be there): a sum of these and the colons
-    of the results' strings that reaches ``raw``'s count leaves no member out."""
+    value as it is in ``raw``), and its results; None when it holds no such document."""
     try:
         members = _MEMBERS.decode(raw)
         results = members.pop("results", None)
