@@ -83,7 +83,10 @@ def test_any_stdout_encoding_works_without_a_traceback(tmp_path: Path, fmt: str)
 def campaigns(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from corpus import generate
-    corpus = generate(tmp_path_factory.mktemp("corpus"), cells=120, ranks=1, points=300)
+    # enough cells that every command is still at work 0.2 s after its workers start (120
+    # cells were, until loading a rank file took half the time; then a readiness run could
+    # end before the signal came)
+    corpus = generate(tmp_path_factory.mktemp("corpus"), cells=480, ranks=1, points=300)
     return [str(p) for p in sorted(corpus.iterdir())]
 
 
