@@ -25,6 +25,7 @@ from kvrules.artifacts.rankfile import decode_usual
 from kvrules.artifacts.validate import fields_vouched, validate
 from kvrules.diagnostics import ARTIFACT_INVALID, ARTIFACT_UNREADABLE
 
+from fuzz import mutations
 from fuzz.mutations import Pairs, Raw, dumps
 from test_artifacts_json_fast import typed
 
@@ -310,3 +311,38 @@ def test_a_cell_loads_the_same_either_way(tmp_path: Path,
     diagnostics = [d for _, _, ds in fast for d in ds]
     assert any(d.code == ARTIFACT_UNREADABLE and "duplicate key" in d.message
                for d in diagnostics)
+
+
+def _results_last_examples(root: Path) -> Path:
+    """A copy of the bundled examples whose rank files hold ``results`` last, as producers
+    write them (the bundled ones hold it in the middle)."""
+    shutil.copytree(ROOT / "examples", root)
+    for rank in root.rglob("benchmark*.json"):
+        data = json.loads(rank.read_bytes())
+        data["results"] = data.pop("results")
+        rank.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("layout", ["middle", "last"])
+def test_fuzz_mutants_load_the_same_either_way(layout: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaign mutants of the fuzz harness (dropped keys, values of other types, a key
+    given twice, truncation, other encodings, ...) load to the same documents, columns and
+    diagnostics with this decoder and without it."""
+    if layout == "last":
+        monkeypatch.setattr(mutations, "EXAMPLES", _results_last_examples(tmp_path / "ex"))
+    for index in range(30):
+        mutant = mutations.build_mutant(2026, index, tmp_path, rules_share=0.0)
+        refs = discover([str(mutant.folder)])
+
+        def loaded() -> list[Any]:
+            cells = [load_cell(ref) for ref in refs]
+            return [(c.cell_id, [(d.relpath, typed(d.data), columns_of(d.result_columns()))
+                                 for d in c.ranks], c.diagnostics) for c in cells]
+
+        fast = loaded()
+        with monkeypatch.context() as off:
+            off.setattr(load, "_usual_decoder", lambda: None)
+            assert loaded() == fast, mutant.descriptions
+        mutations.remove_tree(mutant.folder)
