@@ -134,7 +134,7 @@ def fields_vouched(data: dict[str, Any], schema: str) -> bool:
     """True when the generated validator accepts ``data`` whose hot array's items were
     vouched for elsewhere (:mod:`.rankfile`); False concludes nothing."""
     try:
-        _fast(schema)(data, False)
+        _fast(schema)(data, items=False)
     except (fastjsonschema.JsonSchemaValueException, TypeError, ValueError, RecursionError):
         return False
     return True
