@@ -74,13 +74,17 @@ def _result_columns(results: list[dict[str, Any]]) -> ResultColumns | None:
                          one_per_value(regimes), one_per_list(reasons))
 
 
-def one_per_value(column: list[Any]) -> list[Any]:
+def one_per_value(column: list[Any], instead: dict[Any, Any] | None = None) -> list[Any]:
     """``column`` with each distinct value one object (a decoder makes a new string per
     occurrence): a worker then pickles a point type or native regime once per cell, not
     once per point, and the parent unpickles references (pickle's memo goes by identity).
     Only for columns of strings, None and the absent marker, which no two classes share an
-    equal value of (``1 == 1.0 == True`` would merge)."""
+    equal value of (``1 == 1.0 == True`` would merge). ``instead``: values written as
+    others on the way (another decoder's mark of an absent field as :data:`ABSENT`)."""
     one = dict(zip(column, column))
+    for value, other in (instead or {}).items():
+        if value in one:
+            one[value] = other
     return list(map(one.__getitem__, column))
 
 

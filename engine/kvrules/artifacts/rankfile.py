@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
+from kvrules.artifacts.fastpath import one_per_value
 from kvrules.artifacts.jsonio import ESCAPED_COLONS, decode_json
 from kvrules.artifacts.model import ABSENT, ResultColumns
 
@@ -111,7 +112,8 @@ def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] 
         return None
     fields, others, results = split
     points = [result.point for result in results]
-    regimes, distinct_regimes = _shared([result.kv_seed_regime for result in results])
+    regimes = one_per_value([result.kv_seed_regime for result in results], {UNSET: ABSENT})
+    distinct_regimes = set(regimes)
     reasons = [point.sample_reasons for point in points]
     distinct_reasons = set(reasons)
     colons = _colons_expected(others, results, points, (regimes, distinct_regimes),
@@ -121,7 +123,7 @@ def decode_usual(raw: bytes) -> tuple[dict[str, Any], list[Any], ResultColumns] 
     lists: dict[Any, list[str]] = {listed: list(listed) for listed in distinct_reasons
                                    if type(listed) is tuple}
     return fields, results, ResultColumns(
-        _shared([point.point_type for point in points])[0],
+        one_per_value([point.point_type for point in points]),
         [point.benchmark_id for point in points],
         [result.fpms[0].wall_time for result in results],
         [point.batch_size for point in points],
@@ -165,12 +167,13 @@ def _results_last(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]] | N
     if found is None:
         return None
     before = raw[:found.start()].rstrip(_WHITESPACE)
-    end = raw[-64:].rstrip(_WHITESPACE)
+    tail = raw[-64:]
+    end = tail.rstrip(_WHITESPACE)
     if not before.endswith((b",", b"{")) or not end[:-1].rstrip(_WHITESPACE).endswith(b"]") \
             or not end.endswith(b"}"):
         return None
     others = (before[:-1] if before.endswith(b",") else before) + b"}"
-    close = len(raw) - len(raw[-64:]) + len(end) - 1
+    close = len(raw) - len(tail) + len(end) - 1  # the document's closing brace
     try:
         fields = decode_json(others)
         if type(fields) is not dict or "results" in fields:
@@ -193,16 +196,6 @@ def _results_anywhere(raw: bytes) -> tuple[dict[str, Any], bytes, list[_Result]]
         return fields, others, _RESULTS.decode(results)
     except _DECODE_ERRORS:
         return None
-
-
-def _shared(column: list[Any]) -> tuple[list[Any], set[Any]]:
-    """``column`` (of strings, None and UNSET) with one object per distinct value and
-    the absent marker for UNSET, as :func:`~.fastpath.one_per_value` gives; and its
-    distinct values."""
-    one = dict(zip(column, column))
-    if UNSET in one:
-        one[UNSET] = ABSENT
-    return list(map(one.__getitem__, column)), set(one.values())
 
 
 def _present(column: list[Any], distinct: Any, absent: Any) -> int:
