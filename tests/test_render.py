@@ -52,6 +52,34 @@ def test_json_is_byte_deterministic_indented_and_newline_terminated() -> None:
     assert text.endswith("}\n") and not text.endswith("\n\n")
 
 
+def stdlib_document(report: Report) -> str:
+    """The json document's layout written with the standard library alone: the report
+    indented by two, each point record on one line as its compact JSON Lines record."""
+    doc = report.to_dict()
+    records: list[str] = []
+    for cell in doc["cells"]:
+        for n, point in enumerate(cell.get("points", ())):
+            cell["points"][n] = f"\x00point {len(records)}\x00"
+            records.append(json.dumps(point, ensure_ascii=False, separators=(",", ":")))
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    for n, record in enumerate(records):
+        text = text.replace(f'"\\u0000point {n}\\u0000"', record, 1)
+    return text
+
+
+def test_every_point_of_the_json_document_is_its_jsonl_line() -> None:
+    """One point, one line, four levels down: the same bytes as its ``jsonl`` record, so a
+    changed verdict is a changed line and the document is about the stream's size."""
+    report = mixed_report()
+    text = render_json(report)
+    stream = [line for line in "".join(iter_jsonl(report.policy, report.cells)).splitlines()
+              if line.startswith('{"kind":"point"')]
+    in_document = [line.strip().rstrip(",") for line in text.splitlines()
+                   if line.startswith(" " * 8 + '{"kind":"point"')]
+    assert stream and in_document == stream
+    assert text == stdlib_document(report)
+
+
 def test_json_keeps_the_contract_key_order() -> None:
     doc = json.loads(render_json(mixed_report()))
     assert list(doc) == ["kvrules_version", "policy", "cells", "summary"]
@@ -296,7 +324,7 @@ def test_streamed_json_and_table_equal_the_whole_report_renderings() -> None:
     from kvrules import api
     from helpers import EXAMPLES
     report = api.classify([str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()])
-    whole = json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    whole = stdlib_document(report)
     assert "".join(_render.iter_json(report.policy, iter(report.cells))) == whole
     assert render_json(report) == whole
     assert "".join(_render.iter_json(report.policy, iter(()))) == json.dumps(
@@ -346,7 +374,7 @@ def _points(draw) -> "PointVerdict":
 @given(st.lists(_points(), max_size=6))
 def test_point_records_are_the_standard_library_bytes(points) -> None:
     """The formatted point records (one verdict part per class) equal the stdlib encoding of
-    the whole document and of every JSON Lines record, whatever a field holds, for points
+    the whole document (in its layout) and of every JSON Lines record, whatever a field holds, for points
     as objects and as the columns a classification keeps them in."""
     from kvrules.verdicts.model import POINT_FIELDS, PointVerdicts
     columns = [[getattr(p, name) for p in points] for name in POINT_FIELDS]
@@ -354,8 +382,8 @@ def test_point_records_are_the_standard_library_bytes(points) -> None:
     for kept in (tuple(points), PointVerdicts(columns)):
         cell = replace(dense_cell(), points=kept)
         report = Report(POLICY, (cell,))
-        assert render_json(report) == json.dumps(report.to_dict(), indent=2,
-                                                 ensure_ascii=False) + "\n"
+        assert render_json(report) == stdlib_document(report)
+        assert json.loads(render_json(report)) == json.loads(json.dumps(report.to_dict()))
         lines = "".join(iter_jsonl(POLICY, [cell, cell])).split("\n")[:-1]
         expected = [json.dumps(r, ensure_ascii=False, separators=(",", ":"))
                     for r in records + [cell.to_dict(with_points=False)]]

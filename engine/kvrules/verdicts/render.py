@@ -4,7 +4,8 @@ Nothing here prints, reads the environment or touches files: each function retur
 (or yields lines), so the CLI decides where the text goes and embedding jobs can reuse it.
 Every output is byte-deterministic for the same input.
 
-* :func:`render_json` - the ``--format json`` document of spec section 5.
+* :func:`render_json` - the ``--format json`` document of spec section 5: indented, each
+  point record on one line (the bytes of its ``jsonl`` record).
 * :func:`iter_jsonl` - the ``--format jsonl`` stream: a header, each cell's points then the
   cell itself (without its points), and the summary last; one cell in memory at a time.
 * :func:`render_table` - the human table (:mod:`kvrules.verdicts.table`).
@@ -65,13 +66,16 @@ def iter_json(policy: PolicyIdentity, cells: Iterable[CellVerdict],
               kvrules_version: str = KVRULES_VERSION) -> Iterator[str]:
     """The ``--format json`` document in pieces, one cell in memory at a time.
 
-    The bytes are exactly ``json.dumps(report.to_dict(), indent=2, ensure_ascii=False)`` and
-    a newline: the summary comes last, so running totals are all it needs.
+    The layout is ``json.dumps(report.to_dict(), indent=2, ensure_ascii=False)`` and a
+    newline, except that a point record is written on one line, the bytes of its ``jsonl``
+    record: a cell of 500 points reads as 500 lines instead of 10,000 (one changed verdict
+    is one changed line in a diff), and the document is about the size of the ``jsonl``
+    stream instead of 40% larger. The summary comes last, so running totals are all it needs.
     """
     yield (f'{{\n  "kvrules_version": {_dumps(kvrules_version, True)},\n'
            f'  "policy": {_nested(_dumps(policy.to_dict(), True), 1)},\n  "cells": [')
     total = summarize([])
-    points = PointRecords(indent=True)
+    points = PointRecords()
     first = True
     for cell in cells:
         yield "\n    " if first else ",\n    "
@@ -84,14 +88,14 @@ def iter_json(policy: PolicyIdentity, cells: Iterable[CellVerdict],
 
 def _cell_document(cell: CellVerdict, points: "PointRecords") -> tuple[str, ...]:
     """One cell of the json document, two levels down, in pieces; its points (``points`` is
-    the cell record's last key) come from ``points`` already indented to their depth, as one
-    piece of their own (hundreds of kilobytes: added to the others, they were copied twice
-    more per cell, a third of the renderer's time)."""
+    the cell record's last key), one record per line four levels down, come from ``points``
+    as one piece of their own (hundreds of kilobytes: added to the others, they were copied
+    twice more per cell, a third of the renderer's time)."""
     head = _nested(_dumps(cell.to_dict(with_points=False), True), 2)[:-len("\n    }")]
     if not cell.points:
         return (head + ',\n      "points": []\n    }',)
-    return (head + ',\n      "points": [\n', points.joined(cell.points, ",\n", ""),
-            "\n      ]\n    }")
+    return (head + ',\n      "points": [\n' + _POINT_INDENT,
+            points.joined(cell.points, ",\n" + _POINT_INDENT, ""), "\n      ]\n    }")
 
 
 _COORDINATES = ("benchmark_id", "batch_size", "total_prefill_tokens", "total_kv_read_tokens")
@@ -105,12 +109,11 @@ class PointRecords:
     Points of one class share everything after their coordinates (regimes, status, trace,
     reasons), so that part is encoded once per distinct verdict and the rest is formatted:
     an ``int`` reads the same in every JSON encoder (``str(int)``). A point with any other
-    field type takes the general encoder. ``indent`` gives the json document's form (the
-    record four levels down), else a JSON Lines record without its newline.
+    field type takes the general encoder. A record is compact JSON without a newline: a
+    JSON Lines record, and a line of the json document.
     """
 
-    def __init__(self, indent: bool) -> None:
-        self.indent = indent
+    def __init__(self) -> None:
         self._verdicts: dict[tuple[Any, ...], str] = {}
         self._strings: dict[str, str] = {}
 
@@ -163,15 +166,9 @@ class PointRecords:
         (cell_ids, bids, point_types, batches, prefills, kv_reads) = coordinates
         rows = zip(self._strings_of(cell_ids), bids, self._strings_of(point_types), batches,
                    prefills, kv_reads)
-        if not self.indent:
-            return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
-                    f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},'
-                    for c, b, t, n, p, k in rows]
-        pad = _POINT_INDENT + "  "
-        return [f'{_POINT_INDENT}{{\n{pad}"kind": "point",\n{pad}"cell_id": {c},\n'
-                f'{pad}"benchmark_id": {b},\n{pad}"point_type": {t},\n'
-                f'{pad}"batch_size": {n},\n{pad}"total_prefill_tokens": {p},\n'
-                f'{pad}"total_kv_read_tokens": {k},\n' for c, b, t, n, p, k in rows]
+        return [f'{{"kind":"point","cell_id":{c},"benchmark_id":{b},"point_type":{t},'
+                f'"batch_size":{n},"total_prefill_tokens":{p},"total_kv_read_tokens":{k},'
+                for c, b, t, n, p, k in rows]
 
     def _tails(self, verdict: list[Sequence[Any]], points: Sequence[PointVerdict]
                ) -> list[str]:
@@ -214,14 +211,10 @@ class PointRecords:
         part = point.to_dict()
         for name in ("kind", "cell_id", "point_type", *_COORDINATES):
             del part[name]
-        text = _dumps(part, self.indent)
-        if self.indent:
-            return _POINT_INDENT + _nested(text[2:], 4)  # the lines after "{\n", and "}"
-        return text[1:]
+        return _dumps(part, False)[1:]
 
     def _general(self, point: PointVerdict) -> str:
-        text = _dumps(point.to_dict(), self.indent)
-        return _POINT_INDENT + _nested(text, 4) if self.indent else text
+        return _dumps(point.to_dict(), False)
 
 
 _COLUMNS = [(attrgetter(name), kinds) for name, kinds in (
@@ -272,7 +265,7 @@ def iter_jsonl(policy: PolicyIdentity, cells: Iterable[CellVerdict],
     yield _jsonl_line({"kind": "report", "kvrules_version": kvrules_version,
                        "policy": policy.to_dict()})
     total = summarize([])
-    lines = PointRecords(indent=False).lines
+    lines = PointRecords().lines
     for cell in cells:
         if cell.points:
             yield lines(cell.points)
