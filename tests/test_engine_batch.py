@@ -293,10 +293,10 @@ def test_fields_no_rule_reads_never_reach_the_engine_and_change_no_evaluation(mo
     A field whose companions alone are read reaches the engine as those companions (a
     rank's ``engine`` block, whose type only is tested)."""
     from kvrules import api
-    from kvrules.backend.durable.lower import fields_read, values_read
+    from kvrules.backend.durable.lower import values_read, with_companion_fields
     cp = api.load_policy().compiled
-    read = fields_read(cp.lowered)
     valued = values_read(cp.lowered)
+    read = with_companion_fields(valued)
     assert "engine" in read and "engine__t" in read and "engine" not in valued
     cells = _example_cells()
     assert len(cells) >= 5
@@ -321,18 +321,17 @@ def test_fields_no_rule_reads_never_reach_the_engine_and_change_no_evaluation(mo
     assert ranks > 0
 
 
-def test_fields_read_names_each_condition_field_and_the_field_of_each_companion():
+def test_the_fields_read_are_each_condition_field_and_the_field_of_each_companion():
     rulesets = [{"r": {"all": [{"p": {"$and": [{"fact_": "point"}, {"a__t": "string"},
                                                {"$nex": {"b": 1}}]}},
                                {"q": {"$and": [{"fact_": "warmup"},
                                                {"c": {"p": "d__n"}},
                                                {"$iany": {"views__ag_kind": {"$i": 1}}}]}}],
                        "run": "r"}}]
-    from kvrules.backend.durable.lower import fields_read
-    read = fields_read(rulesets)
+    from kvrules.backend.durable.lower import values_read, with_companion_fields
+    read = with_companion_fields(values_read(rulesets))
     assert {"a", "a__t", "b", "c", "d", "d__n", "views", "views__ag_kind", "fact_"} <= read
     assert "e" not in read and "a__n" not in read
-    from kvrules.backend.durable.lower import values_read
     valued = values_read(rulesets)
     assert {"a__t", "b", "c", "d__n", "views__ag_kind", "fact_"} <= valued
     assert not {"a", "d", "views"} & valued  # read only through their companions

@@ -398,14 +398,6 @@ def values_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
     return frozenset(names)
 
 
-def fields_read(rulesets: list[dict[str, Any]]) -> frozenset[str]:
-    """The fact fields some lowered rule can read: the :func:`values_read` names and the
-    field each companion belongs to (see :func:`with_companion_fields`). Extra names only
-    keep a field that could be left out; a field named nowhere changes no match, so the
-    runtime need not give it to the engine."""
-    return with_companion_fields(values_read(rulesets))
-
-
 def with_companion_fields(names: frozenset[str]) -> frozenset[str]:
     """``names`` and the field each companion among them belongs to (``x`` for ``x__t`` or
     ``x__ag_key``: the part before any ``__``)."""
