@@ -374,8 +374,8 @@ def _points(draw) -> "PointVerdict":
 @given(st.lists(_points(), max_size=6))
 def test_point_records_are_the_standard_library_bytes(points) -> None:
     """The formatted point records (one verdict part per class) equal the stdlib encoding of
-    the whole document (in its layout) and of every JSON Lines record, whatever a field holds, for points
-    as objects and as the columns a classification keeps them in."""
+    the whole document (in its layout) and of every JSON Lines record, whatever a field
+    holds, for points as objects and as the columns a classification keeps them in."""
     from kvrules.verdicts.model import POINT_FIELDS, PointVerdicts
     columns = [[getattr(p, name) for p in points] for name in POINT_FIELDS]
     records = [p.to_dict() for p in points]
