@@ -85,7 +85,7 @@ def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
     from kvrules.cli import common
     calls: list[str] = []
     real_datasync, real_sync = os.fdatasync, os.fsync
-    monkeypatch.setattr(common, "WRITEBACK_SECONDS", 0.01)
+    monkeypatch.setattr(common, "WRITEBACK_SECONDS", (0.01, 0.01))
     monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("behind"), real_datasync(fd)))
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("final"), real_sync(fd)))
     out = tmp_path / "report.jsonl"
@@ -94,6 +94,22 @@ def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
     assert calls.count("final") == 1 and calls[-1] == "final"
     assert calls.count("behind") >= 2
     assert [p.name for p in tmp_path.iterdir()] == ["report.jsonl"]
+
+
+def test_background_syncs_come_often_while_a_report_is_young_and_every_200_ms_later() -> None:
+    """A short report's last sync waits for little; a long one is not synced more often
+    than every 0.2 s (each sync is a journal commit)."""
+    from kvrules.cli.common import WRITEBACK_SECONDS, _next_wait
+    shortest, longest = WRITEBACK_SECONDS
+    waits = [_next_wait(t / 100) for t in range(0, 300)]
+    assert waits[0] == shortest and waits[-1] == longest
+    assert all(shortest <= w <= longest for w in waits)
+    assert waits == sorted(waits)
+    elapsed, syncs = 0.0, 0  # the syncs of a report written in 0.2 s (50 cells)
+    while elapsed + _next_wait(elapsed) < 0.2:
+        elapsed += _next_wait(elapsed)
+        syncs += 1
+    assert syncs >= 5 and 0.2 - elapsed <= 0.05
 
 
 def test_a_report_cut_short_is_neither_synced_nor_renamed(tmp_path, monkeypatch) -> None:
