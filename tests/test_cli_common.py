@@ -85,7 +85,8 @@ def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
     from kvrules.cli import common
     calls: list[str] = []
     real_datasync, real_sync = os.fdatasync, os.fsync
-    monkeypatch.setattr(common, "WRITEBACK_SECONDS", (0.01, 0.01))
+    monkeypatch.setattr(common, "WRITEBACK_FIRST", 0.01)
+    monkeypatch.setattr(common, "WRITEBACK_LATEST", 0.01)
     monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("behind"), real_datasync(fd)))
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("final"), real_sync(fd)))
     out = tmp_path / "report.jsonl"
@@ -99,8 +100,8 @@ def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
 def test_background_syncs_come_often_while_a_report_is_young_and_every_200_ms_later() -> None:
     """A short report's last sync waits for little; a long one is not synced more often
     than every 0.2 s (each sync is a journal commit)."""
-    from kvrules.cli.common import WRITEBACK_SECONDS, _next_wait
-    shortest, longest = WRITEBACK_SECONDS
+    from kvrules.cli.common import WRITEBACK_FIRST as shortest, WRITEBACK_LATEST as longest
+    from kvrules.cli.common import _next_wait
     waits = [_next_wait(t / 100) for t in range(0, 300)]
     assert waits[0] == shortest and waits[-1] == longest
     assert all(shortest <= w <= longest for w in waits)

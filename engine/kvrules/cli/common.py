@@ -28,9 +28,13 @@ USAGE_EXIT = 2
 WRITE_BATCH = 1 << 16
 """Characters joined into one write by :func:`write_lines`: few writes, bounded memory."""
 
-WRITEBACK_SECONDS = (0.03, 0.2)
-"""The shortest and longest wait between two background syncs of a report being written
-(see :class:`_Writeback`)."""
+WRITEBACK_FIRST = 0.03
+"""Seconds between the background syncs of a report that has just been opened (see
+:class:`_Writeback`)."""
+
+WRITEBACK_LATEST = 0.2
+"""The longest wait between two background syncs, reached once a report has been open
+four times as long."""
 
 PROGRESS_MIN_CELLS = 20
 """Show a progress bar only for runs of at least this many cells."""
@@ -150,10 +154,10 @@ class _Writeback:
     not the CPU, and releases the GIL), so the last sync has only the tail left: measured
     on an 80 MB report, 25 ms, and on a 330 MB one 110 ms, of a run that otherwise waits
     for nothing but that sync. Each sync also costs a journal commit (~2 ms of CPU), so the
-    wait between two grows with the time the file has been open: a quarter of it, within
-    :data:`WRITEBACK_SECONDS`. A report written in 0.2 s (50 cells, 20 MB) is synced about
-    six times and its last sync waits ~3 ms, not ~10 for all of it; a long one is synced
-    every 0.2 s.
+    wait between two grows with the time the file has been open: a quarter of it, from
+    :data:`WRITEBACK_FIRST` up to :data:`WRITEBACK_LATEST`. A report written in 0.2 s (50
+    cells, 20 MB) is synced about six times and its last sync waits ~3 ms, not ~10 for all
+    of it; a long one is synced every 0.2 s.
     """
 
     def __init__(self, fd: int) -> None:
@@ -183,8 +187,7 @@ class _Writeback:
 
 def _next_wait(open_for: float) -> float:
     """Seconds until the next background sync of a file open for ``open_for`` seconds."""
-    shortest, longest = WRITEBACK_SECONDS
-    return min(longest, max(shortest, open_for / 4))
+    return min(WRITEBACK_LATEST, max(WRITEBACK_FIRST, open_for / 4))
 
 
 def write_text(text: str, output: Path | None) -> None:
