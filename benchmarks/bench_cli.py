@@ -157,7 +157,7 @@ def measure(corpus: Path, out_dir: Path, repeat: int) -> dict[str, Run]:
     return out
 
 
-ROLES = ("parent", "command-line parser", "engine worker", "extraction workers")
+ROLES = ("parent", "engine worker", "extraction workers")
 
 
 def _children(pid: int) -> list[int]:
@@ -186,25 +186,21 @@ def _is_engine(pid: int) -> bool:
 
 def breakdown(cmd: list[str], every: float = 0.005) -> dict[str, float]:
     """CPU seconds of one run by role, read from /proc while it runs (Linux; a process's
-    last few milliseconds before it ends are not seen). The first child is the command-line
-    parser (``kvrules classify`` forks it before anything else, see kvrules.cli.handoff)."""
+    last few milliseconds before it ends are not seen)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: dict[int, float] = {}
     engines: set[int] = set()
-    order: list[int] = []
     while proc.poll() is None:
         for pid in [proc.pid, *_children(proc.pid)]:
             cpu = _cpu_seconds(pid)
             if cpu is not None:
                 seen[pid] = cpu
-                if pid != proc.pid and pid not in order:
-                    order.append(pid)
                 if pid != proc.pid and pid not in engines and _is_engine(pid):
                     engines.add(pid)
         time.sleep(every)
     out = dict.fromkeys(ROLES, 0.0)
     for pid, cpu in seen.items():
-        role = "parent" if pid == proc.pid else "command-line parser" if pid == order[0] \
+        role = "parent" if pid == proc.pid \
             else "engine worker" if pid in engines else "extraction workers"
         out[role] += cpu
     return out

@@ -78,39 +78,19 @@ def _slow_lines(count: int, pause: float):
         yield f"line {n}\n"
 
 
-def test_a_report_is_synced_while_it_is_written_and_once_more_before_the_rename(
-        tmp_path, monkeypatch) -> None:
-    """The background sync leaves the closing fsync only the tail of a long report."""
+def test_a_report_is_synced_once_before_the_rename(tmp_path, monkeypatch) -> None:
+    """The rename of an atomic write follows a complete sync of the file."""
     import os
     from kvrules.cli import common
     calls: list[str] = []
-    real_datasync, real_sync = os.fdatasync, os.fsync
-    monkeypatch.setattr(common, "WRITEBACK_FIRST", 0.01)
-    monkeypatch.setattr(common, "WRITEBACK_LATEST", 0.01)
-    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("behind"), real_datasync(fd)))
-    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("final"), real_sync(fd)))
+    real_sync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("sync"), real_sync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (calls.append("rename"), real_replace(a, b)))
     out = tmp_path / "report.jsonl"
-    common.write_lines(_slow_lines(40, 0.005), out)
+    common.write_lines(_slow_lines(40, 0.0), out)
     assert out.read_text() == "".join(f"line {n}\n" for n in range(40))
-    assert calls.count("final") == 1 and calls[-1] == "final"
-    assert calls.count("behind") >= 2
+    assert calls == ["sync", "rename"]
     assert [p.name for p in tmp_path.iterdir()] == ["report.jsonl"]
-
-
-def test_background_syncs_come_often_while_a_report_is_young_and_every_200_ms_later() -> None:
-    """A short report's last sync waits for little; a long one is not synced more often
-    than every 0.2 s (each sync is a journal commit)."""
-    from kvrules.cli.common import WRITEBACK_FIRST as shortest, WRITEBACK_LATEST as longest
-    from kvrules.cli.common import _next_wait
-    waits = [_next_wait(t / 100) for t in range(0, 300)]
-    assert waits[0] == shortest and waits[-1] == longest
-    assert all(shortest <= w <= longest for w in waits)
-    assert waits == sorted(waits)
-    elapsed, syncs = 0.0, 0  # the syncs of a report written in 0.2 s (50 cells)
-    while elapsed + _next_wait(elapsed) < 0.2:
-        elapsed += _next_wait(elapsed)
-        syncs += 1
-    assert syncs >= 5 and 0.2 - elapsed <= 0.05
 
 
 def test_a_report_cut_short_is_neither_synced_nor_renamed(tmp_path, monkeypatch) -> None:

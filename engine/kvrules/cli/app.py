@@ -9,21 +9,17 @@ mount it in ``GROUPS``. Both tuples are explicit so ``--help`` lists commands in
 A run that names its command builds the app with that command only: typer inspects the
 signature of every registered command when it starts, and importing and inspecting all of
 them cost ~20 ms of every ``classify`` run. ``--help``, completion and anything else get
-the whole app (:data:`app`). ``classify`` is parsed in a forked child while this process
-imports the pipeline (:mod:`kvrules.cli.handoff`).
+the whole app (:data:`app`).
 """
 from __future__ import annotations
 
-import gc
 import io
 import os
 import signal
 import sys
 import warnings
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, Sequence, TextIO
-
-from kvrules.cli import handoff
+from typing import TYPE_CHECKING, Any, Sequence, TextIO
 
 if TYPE_CHECKING:
     import typer
@@ -123,11 +119,6 @@ def main() -> None:
     sys.unraisablehook = _unraisable
     try:
         command = _named_command(sys.argv[1:])
-        if command == "classify" and handoff.can_fork():
-            status = _classify_apart()
-            if not _RECEIVED:
-                _end(status)
-            sys.exit(status)
         build_app(command)(prog_name="kvrules")
     except _Stopped as stopped:
         _exit_stopped(stopped.signum)
@@ -139,42 +130,3 @@ def main() -> None:
         if _RECEIVED:  # the stop, turned into another error on its way out: Python wraps
             _exit_stopped(_RECEIVED[0])  # one raised in a class's __set_name__ (an import
         raise  # under way) in a RuntimeError
-    finally:
-        gc.freeze()  # the process ends next: its last full collection would find nothing
-        # to free that exit does not free anyway (measured: 15 ms of every classify run)
-
-
-def _end(status: int) -> NoReturn:
-    """End a ``kvrules classify`` process that has done its job: its report is written and
-    synced, its workers are gone or stopped, stdout and stderr are flushed here. What the
-    interpreter's own exit would add is freeing every object and module one by one, which the
-    kernel does at once (measured: 7 ms of a 50-cell run, after the report is complete).
-    ``atexit`` handlers do not run: the ones a classify run registers (multiprocessing's,
-    the engine supervisor's) only stop workers, which are stopped already or die with this
-    process; a handler added later that must run would have to be called here."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # closed, or a pipe whose reader left: nothing to add
-            pass
-    try:  # the workers that have ended, reaped: their CPU time counts in this process's
-        while os.waitpid(-1, os.WNOHANG)[0]:  # (what time(1) and wait4 report for it)
-            pass
-    except ChildProcessError:  # none left
-        pass
-    os._exit(status)
-
-
-def _classify_apart() -> int:
-    """``kvrules classify``: parsed in a child while the pipeline is imported here, then run
-    here (the exit status of the run, or the child's when it printed help or an error)."""
-    # The imports build ~20,000 objects that live as long as the process: collecting while
-    # they are built finds nothing (~4 ms), and no later collection (here or in the workers
-    # forked next) needs to walk them.
-    gc.disable()
-    from kvrules.cli import classify_run
-    job, status = handoff.parse_apart(lambda: build_app("classify")(prog_name="kvrules"),
-                                      classify_run.preload)
-    gc.freeze()
-    gc.enable()
-    return status if job is None else classify_run.run(job)

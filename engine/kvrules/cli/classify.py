@@ -1,8 +1,7 @@
 """``kvrules classify``: classify campaign or cell folders and write the report.
 
 This module is the command line only (options, help); :mod:`kvrules.cli.classify_run` does
-the work, where it is parsed or in the process that forked the parser
-(:mod:`kvrules.cli.handoff`).
+the work.
 """
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import consumer_options as opt
-from kvrules.cli import handoff
 from kvrules.cli.classify_run import ClassifyJob, Format, run
 
 HELP = (
@@ -66,8 +64,6 @@ def classify(
 ) -> None:
     job = ClassifyJob(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
                       cache, no_cache, executor, scheduler, progress)
-    if handoff.hand_over(job):  # this process only parses: its parent runs the job
-        raise typer.Exit(0)
     raise typer.Exit(run(job))
 
 

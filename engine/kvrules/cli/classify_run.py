@@ -1,6 +1,5 @@
-"""The work of ``kvrules classify`` once its command line is parsed: typer-free, so a
-process can run it without importing the command line's library (see
-:mod:`kvrules.cli.handoff`)."""
+"""The work of ``kvrules classify`` once its command line is parsed: the options as one
+job, run against the library."""
 from __future__ import annotations
 
 import os
@@ -44,13 +43,6 @@ class ClassifyJob:
     executor: ExecutorName = ExecutorName.local
     scheduler: str | None = None
     progress: bool = False
-
-
-def preload() -> None:
-    """Import what every job needs (the pipeline, the engine's client, the renderer), for a
-    process that has time to spare before its job arrives."""
-    from kvrules import api  # noqa: F401
-    from kvrules.verdicts import render  # noqa: F401
 
 
 def run(job: ClassifyJob) -> int:

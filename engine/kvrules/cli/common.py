@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import os
 import sys
-import threading
 import time
 import tempfile
 from contextlib import contextmanager
@@ -28,22 +27,13 @@ USAGE_EXIT = 2
 WRITE_BATCH = 1 << 16
 """Characters joined into one write by :func:`write_lines`: few writes, bounded memory."""
 
-WRITEBACK_FIRST = 0.03
-"""Seconds between the background syncs of a report that has just been opened (see
-:class:`_Writeback`)."""
-
-WRITEBACK_LATEST = 0.2
-"""The longest wait between two background syncs, reached once a report has been open
-four times as long."""
-
 PROGRESS_MIN_CELLS = 20
 """Show a progress bar only for runs of at least this many cells."""
 
 
 def fail(message: str, diagnostics_text: str = "") -> SystemExit:
     """Print ``kvrules: error: message`` (and diagnostics) to stderr; return the exit (status
-    2) to raise. A ``SystemExit``, not typer's: this module runs without typer imported (see
-    :mod:`kvrules.cli.handoff`), and click lets it through unchanged."""
+    2) to raise. A plain ``SystemExit``, which click lets through unchanged."""
     sys.stderr.write(f"kvrules: error: {message}\n{diagnostics_text}")
     sys.stderr.flush()
     return SystemExit(USAGE_EXIT)
@@ -138,56 +128,13 @@ def _output(output: Path | None) -> Iterator[TextIO]:
     except OSError as exc:
         raise KvrulesUsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
     try:
-        with handle, _Writeback(handle.fileno()):
+        with handle:
             yield handle
             handle.flush()
-        os.replace(tmp, output)
+            os.fsync(handle.fileno())  # the rename must follow a complete sync, or a power
+        os.replace(tmp, output)  # cut can leave an empty report under the name
     finally:
         tmp.unlink(missing_ok=True)
-
-
-class _Writeback:
-    """Sync a file to disk while it is written, then once more at the end (the rename of an
-    atomic write must follow a complete sync, or a power cut can leave an empty report).
-
-    A thread calls ``fdatasync`` while the report is written (the call waits on the disk,
-    not the CPU, and releases the GIL), so the last sync has only the tail left: measured
-    on an 80 MB report, 25 ms, and on a 330 MB one 110 ms, of a run that otherwise waits
-    for nothing but that sync. Each sync also costs a journal commit (~2 ms of CPU), so the
-    wait between two grows with the time the file has been open: a quarter of it, from
-    :data:`WRITEBACK_FIRST` up to :data:`WRITEBACK_LATEST`. A report written in 0.2 s (50
-    cells, 20 MB) is synced about six times and its last sync waits ~3 ms, not ~10 for all
-    of it; a long one is synced every 0.2 s.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kvrules-writeback",
-                                        daemon=True)
-
-    def _run(self) -> None:
-        opened = time.monotonic()
-        while not self._done.wait(_next_wait(time.monotonic() - opened)):
-            try:
-                os.fdatasync(self._fd)
-            except OSError:  # the final fsync reports a failing disk
-                return
-
-    def __enter__(self) -> "_Writeback":
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: object, *rest: object) -> None:
-        self._done.set()
-        self._thread.join()  # before the file is closed: its descriptor is still in use
-        if kind is None:
-            os.fsync(self._fd)
-
-
-def _next_wait(open_for: float) -> float:
-    """Seconds until the next background sync of a file open for ``open_for`` seconds."""
-    return min(WRITEBACK_LATEST, max(WRITEBACK_FIRST, open_for / 4))
 
 
 def write_text(text: str, output: Path | None) -> None:

@@ -1,8 +1,4 @@
-"""Where a command's classifications run: worker processes, executor and verdict cache.
-
-Kept apart from the option declarations (:mod:`kvrules.cli.consumer_options`) because a
-``classify`` process runs its job without importing typer (see :mod:`kvrules.cli.handoff`).
-"""
+"""Where a command's classifications run: worker processes, executor and verdict cache."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -21,14 +17,8 @@ class ExecutorName(str, Enum):
 
 
 def jobs(given: int | None) -> int:
-    """``--jobs``, or as many workers as the machine has cores for when it is omitted.
-
-    Every command that classifies asks this first, before any worker is forked: the C
-    allocator is set up here, once, for the process and the workers that inherit it (not
-    at start-up, where ``--help`` would pay for it)."""
-    from kvrules.cli.allocator import keep_freed_memory
+    """``--jobs``, or as many workers as the machine has cores for when it is omitted."""
     from kvrules.workers import default_jobs
-    keep_freed_memory()
     return default_jobs() if given is None else given
 
 
