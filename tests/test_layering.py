@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "engine" / "kvrules"
 
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("diagnostics", "records", "resources"),
+    ("diagnostics", "resources"),
     ("artifacts",),
     ("facts",),
     ("policy",),

@@ -6,9 +6,10 @@ jobs classify a corpus without try/except around every cell.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Iterable, Literal
 
-from kvrules.records import record
 
 Severity = Literal["error", "warning", "info"]
 
@@ -46,7 +47,7 @@ FACT_INVALID = "fact_invalid"
 """A fact does not match the fact catalogue (an unknown type or field, or a wrong type)."""
 
 
-@record(order=True)
+@dataclass(frozen=True, order=True)
 class Diagnostic:
     """A problem with a location: ``file`` relative to the input, ``pointer`` a JSON pointer."""
 

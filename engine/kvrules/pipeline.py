@@ -10,11 +10,10 @@ engine run per distinct shape, not per cell.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from kvrules.records import record
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
 from kvrules.artifacts.model import CellEvidence
@@ -95,7 +94,7 @@ def _structural(diagnostics: list[Diagnostic]) -> bool:
     return any(d.code in STRUCTURAL_CODES for d in diagnostics)
 
 
-@record
+@dataclass(frozen=True)
 class Prepared:
     """A cell ready for the backend: its facts, its point classes and the problems found.
 
@@ -136,7 +135,7 @@ def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
     return Prepared(cell, classes, class_of, True)
 
 
-@record
+@dataclass(frozen=True)
 class CellRun:
     """One cell classified with everything kept (for explain, coverage and policy tests)."""
 
@@ -156,7 +155,7 @@ def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> CellRun:
     return CellRun(prepared, ev, verdict)
 
 
-@record(frozen=False)
+@dataclass
 class _Job:
     """A cell of :meth:`Classifier.classify_stream` between preparation and its verdict."""
 

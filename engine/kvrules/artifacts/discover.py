@@ -7,13 +7,14 @@ path that does not exist or is neither a campaign nor a cell) raises.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import glob
 import os
 import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
 
-from kvrules.records import record
 from kvrules.artifacts.jsonio import read_json
 from kvrules.diagnostics import KvrulesUsageError, KvrulesWarning
 
@@ -22,7 +23,7 @@ CELLS_DIR = "cells"
 RAW_DIR = "raw"
 
 
-@record
+@dataclass(frozen=True)
 class CellRef:
     """Where one cell lives; cheap and picklable so cells can be loaded in worker processes."""
 

@@ -8,12 +8,11 @@ points can still be listed in the report.
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from kvrules.records import record
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.jsonio import (
@@ -113,7 +112,7 @@ def _present(path: Path) -> bool:
         return False
 
 
-@record(frozen=False)
+@dataclass
 class RawFiles:
     """The evidence files found below ``raw/``, by kind, plus folders that could not be listed."""
 

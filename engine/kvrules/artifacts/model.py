@@ -1,15 +1,14 @@
 """What the artifact stage hands to fact extraction: decoded files with their locations."""
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 
 
-@record
+@dataclass(frozen=True)
 class NonFiniteNumber:
     """A JSON ``NaN``/``Infinity``/``-Infinity`` token, kept as a marker and not a float.
 
@@ -42,7 +41,7 @@ class Absent:
 ABSENT = Absent()
 
 
-@record
+@dataclass(frozen=True)
 class ResultColumns:
     """Fields of a rank document's ``results``, one list per field in file order: the
     structural check gathers them while it checks every result, and the cross checks and
@@ -75,7 +74,7 @@ class ResultColumns:
                    [point.get("sample_reasons") for point in points])
 
 
-@record
+@dataclass(frozen=True)
 class Document:
     """One decoded JSON object and where it came from (``relpath`` is relative to the input).
 
@@ -116,7 +115,7 @@ class Document:
         return [result["point"]["benchmark_id"] for result in self.results()]
 
 
-@record
+@dataclass(frozen=True)
 class TextFile:
     """A small text file read literally (``run.sh``); never executed."""
 
@@ -125,7 +124,7 @@ class TextFile:
     text: str
 
 
-@record(frozen=False)
+@dataclass
 class CellEvidence:
     """Everything on disk about one cell, structurally checked, not judged.
 

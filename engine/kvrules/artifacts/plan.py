@@ -7,12 +7,11 @@ so an edited plan is re-read. The cached dict is shared between cells: treat it 
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kvrules.records import record
 from kvrules.artifacts.jsonio import read_json
 from kvrules.artifacts.model import Document
 from kvrules.artifacts.validate import validate
@@ -25,7 +24,7 @@ DEFAULT_EXECUTION_IDENTITY: dict[str, str] = {
 """Spec 2.2: the identity of a cell without ``execution_identity`` (schema_version 10)."""
 
 
-@record
+@dataclass(frozen=True)
 class LoadedPlan:
     """A plan file's outcome: the document when valid, else the one diagnostic."""
 

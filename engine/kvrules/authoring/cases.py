@@ -27,7 +27,7 @@ Objects and lists are written as values (``block: {}``, ``groups: [...]``).
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
@@ -35,7 +35,6 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from kvrules.records import record
 from kvrules.authoring.overlay import Edit, Overlay
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import WARMUP_KEYS
@@ -58,7 +57,7 @@ RULE_TEST_ERROR = "rule_test_error"
 """A policy test file is not YAML, breaks its schema, or gives facts outside the catalogue."""
 
 
-@record
+@dataclass(frozen=True)
 class Case:
     """One test case, located in its file."""
 
@@ -82,7 +81,7 @@ class Case:
         return "artifacts" if self.artifacts is not None else "facts"
 
 
-@record
+@dataclass(frozen=True)
 class Shared:
     """What the cases of one file start from: compact defaults, campaign, campaign folder."""
 

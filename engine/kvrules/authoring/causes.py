@@ -10,9 +10,10 @@ the reasons of the rules that failed it and where in the evidence they looked.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
-from kvrules.records import record
 from kvrules.authoring.joins import Blocker, Only, Traced, why_not
 from kvrules.authoring.phrases import value_text
 from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
@@ -25,7 +26,7 @@ GUARD_OPS = ("exists", "is")
 """Operators that guard a field's presence or type rather than test its content."""
 
 
-@record
+@dataclass(frozen=True)
 class ConditionCause:
     """One failed condition of a qualification: every reason given for it, and where."""
 
@@ -39,7 +40,7 @@ class ConditionCause:
         return f"{self.condition} failed: {'; '.join(self.reasons)}{where}"
 
 
-@record
+@dataclass(frozen=True)
 class Cause:
     """An eligible regime the point did not get: the step that would have decided it and
     the first thing that stopped it."""

@@ -6,11 +6,12 @@ errors and lint findings therefore look the same and can never be reported twice
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import Collection
 
-from kvrules.records import record
 from kvrules.authoring.coverage import authored_rules
 from kvrules.authoring.lint import CHECKS, Check, LintContext
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
@@ -21,7 +22,7 @@ LINT_AFTER = "stratify"
 """The compiler pass after which the lint passes run."""
 
 
-@record
+@dataclass(frozen=True)
 class CheckResult:
     """Everything ``rules check`` found in one policy directory."""
 

@@ -17,10 +17,9 @@ other half of an ``and`` that was already false, for instance).
 """
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from kvrules.records import record
 from kvrules.authoring.joins import Env, SessionFact, Traced, walk
 from kvrules.policy.evaluate import atoms, eval_atom
 from kvrules.policy.decisions import is_pick_rule, step_rules
@@ -50,7 +49,7 @@ def deciding_outcomes(where: Expr | None, fields: dict[str, Any],
             != eval_forced(where, fields, env, a, False)]
 
 
-@record
+@dataclass(frozen=True)
 class Condition:
     """One condition of the policy, where it is and what it tests."""
 
@@ -62,7 +61,7 @@ class Condition:
     text: str
 
 
-@record
+@dataclass(frozen=True)
 class CoverageReport:
     """Rule and condition coverage of one test run."""
 
@@ -95,7 +94,7 @@ class CoverageReport:
                                             "seen": seen} for c, seen in self.partial]}}
 
 
-@record(frozen=False)
+@dataclass
 class Coverage:
     """A tracer fed with each traced case; :meth:`report` summarises the run."""
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from kvrules.records import record
 from kvrules import api
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.verdicts.model import CellVerdict, PointVerdict, PolicyIdentity, Report
@@ -20,7 +19,7 @@ from kvrules.verdicts.model import CellVerdict, PointVerdict, PolicyIdentity, Re
 Key = tuple[str, str, int]
 
 
-@record
+@dataclass(frozen=True)
 class Outcome:
     """What a policy made of one point."""
 
@@ -36,7 +35,7 @@ class Outcome:
         return f"{self.regime} ({'eligible' if self.eligible else 'not eligible'})"
 
 
-@record
+@dataclass(frozen=True)
 class PointChange:
     """One reported point whose verdict differs between the two policies."""
 
@@ -49,7 +48,7 @@ class PointChange:
     new_by: str
 
 
-@record
+@dataclass(frozen=True)
 class ChangeGroup:
     """All points that went from one outcome to another, and which rules did it."""
 
@@ -60,7 +59,7 @@ class ChangeGroup:
     points: tuple[PointChange, ...]
 
 
-@record
+@dataclass(frozen=True)
 class CorpusDiff:
     """What changes from the base policy to the head policy over a corpus, by group."""
 

@@ -14,10 +14,9 @@ reference semantics of conditions; nothing here decides anything.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from kvrules.records import record
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.causes import Cause, point_causes, subject_only
@@ -35,7 +34,7 @@ from kvrules.policy.model import Rule
 from kvrules.verdicts.model import PointVerdict
 
 
-@record
+@dataclass(frozen=True)
 class Step:
     """One fired rule of a derivation, ``depth`` levels below the verdict."""
 
@@ -48,7 +47,7 @@ class Step:
     negations: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True)
 class PointExplanation:
     """One point's verdict and the rule that decided it, for ``kvrules explain``."""
 

@@ -8,9 +8,10 @@ shown), and holds when none did (for each, the condition that kept it from firin
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Callable
 
-from kvrules.records import record
 from kvrules.authoring.causes import Cause
 from kvrules.authoring.joins import SessionFact, Traced, why_not
 from kvrules.authoring.whynot import why_not_of
@@ -19,7 +20,7 @@ from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import Pattern, Rule
 
 
-@record
+@dataclass(frozen=True)
 class Check:
     """One rule checking a condition in one scope: fired (the condition failed) or not."""
 
@@ -29,7 +30,7 @@ class Check:
     evidence: tuple[Evidence, ...] = ()
 
 
-@record
+@dataclass(frozen=True)
 class ConditionRow:
     """One condition of an eligibility group: whether it holds and the checks behind it."""
 
@@ -40,7 +41,7 @@ class ConditionRow:
     checks: tuple[Check, ...]
 
 
-@record
+@dataclass(frozen=True)
 class GroupExplanation:
     """An eligibility group of a cell: eligible or not, and the conditions that failed."""
 
@@ -50,7 +51,7 @@ class GroupExplanation:
     rows: tuple[ConditionRow, ...]
 
 
-@record
+@dataclass(frozen=True)
 class PointsByCause:
     """Ineligible points of one cell that share a regime and a root cause."""
 
@@ -61,7 +62,7 @@ class PointsByCause:
     causes: tuple[Cause, ...]
 
 
-@record
+@dataclass(frozen=True)
 class CellExplanation:
     """A cell's verdict explained: its errors, its points by cause and its groups."""
 

@@ -12,10 +12,9 @@ a rule of a lower one, so every replayed outcome is one the engine could have se
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from kvrules.records import record
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.evaluate import atoms, eval_expr, first_failure
@@ -30,7 +29,7 @@ WALK_LIMIT = 20000
 Env = dict[str, dict[str, Any]]
 
 
-@record
+@dataclass(frozen=True)
 class SessionFact:
     """A fact of the session: its fields (with ``id``), the fact it came from, its stratum."""
 
@@ -42,7 +41,7 @@ class SessionFact:
     by: str | None = None
 
 
-@record(frozen=False)
+@dataclass
 class Traced:
     """One cell evaluated as ``classify`` does, with the facts and events kept."""
 
@@ -123,7 +122,7 @@ def candidates(traced: Traced, pattern: Pattern, stratum: int) -> list[SessionFa
     return [f for f in traced.facts.get(pattern.fact, []) if f.stratum <= limit]
 
 
-@record
+@dataclass(frozen=True)
 class Blocker:
     """Why a rule cannot fire: the first pattern (in order) that no join prefix gets past.
 

@@ -21,6 +21,8 @@ A pointer's last step may be ``-`` to append to a list; ``""`` is the whole docu
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import re
 import shutil
@@ -28,7 +30,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kvrules.records import record
 from kvrules.artifacts.discover import CELLS_DIR, PLAN_NAME, RAW_DIR, discover
 from kvrules.artifacts.load import PROVENANCE_NAME, load_cell
 from kvrules.diagnostics import KvrulesUsageError
@@ -39,7 +40,7 @@ RANK_SELECTOR = re.compile(r"^rank([0-9]+)$")
 GLOB_CHARS = set("*?[")
 
 
-@record
+@dataclass(frozen=True)
 class Edit:
     """One change to the copied campaign (see module docstring)."""
 
@@ -63,7 +64,7 @@ class Edit:
         return {"file": self.file, "pointer": self.pointer, "value": self.value}
 
 
-@record
+@dataclass(frozen=True)
 class Overlay:
     """A campaign folder, the cell to test (None: its only cell) and the edits."""
 

@@ -11,9 +11,10 @@ nothing else is.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
-from kvrules.records import record
 from kvrules.policy.catalogue import base_catalogue
 from kvrules.policy.decisions import is_pick_rule, step_rules
 from kvrules.policy.model import Action, Decision, Pattern, Policy, Ref, Rule
@@ -26,7 +27,7 @@ FACT_KEYS: dict[str, tuple[str, ...]] = {
 fact per session). The extractor guarantees these; tests check it on real cells."""
 
 
-@record
+@dataclass(frozen=True)
 class Decider:
     """A rule that decides a regime for a point: a step of a decision, or a direct rule."""
 

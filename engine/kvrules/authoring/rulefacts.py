@@ -6,9 +6,10 @@ always shown where the extractor found it, never re-derived.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
-from kvrules.records import record
 from kvrules.authoring.joins import Traced
 from kvrules.authoring.phrases import absence_text, fact_label
 from kvrules.facts.model import Fact
@@ -17,7 +18,7 @@ from kvrules.policy.evaluate import MISSING, atoms
 from kvrules.policy.model import Ref, Rule
 
 
-@record
+@dataclass(frozen=True)
 class Evidence:
     """One field of one extracted fact as a rule read it."""
 

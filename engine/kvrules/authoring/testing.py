@@ -9,9 +9,10 @@ tracer, so the report shows how much of the policy real evidence alone covers.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Iterator, Literal
 
-from kvrules.records import record
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.cases import FORMS, RULE_TEST_ERROR, Case, find_test_files, load_cases
@@ -31,7 +32,7 @@ POINT_KEYS = {"regime": "kv_seed_regime", "eligible": "eligible", "status": "sta
 CELL_KEYS = ("status", "errors", "points", "regime", "eligible", "decided_by")
 
 
-@record
+@dataclass(frozen=True)
 class Mismatch:
     """One expected value that differed: where (``points.2.regime``), want, got, context."""
 
@@ -41,7 +42,7 @@ class Mismatch:
     context: str = ""
 
 
-@record
+@dataclass(frozen=True)
 class CaseResult:
     """The outcome of one case."""
 
@@ -55,7 +56,7 @@ class CaseResult:
     """How the case gives its cell: ``overlay``, ``artifacts`` or ``facts``."""
 
 
-@record
+@dataclass(frozen=True)
 class PolicyTestRun:
     """All results of a run and its coverage; ``exit_code`` applies the thresholds."""
 

@@ -1,9 +1,10 @@
 """Why a rule did not fire, in words and evidence (shared by point and cell explanations)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
-from kvrules.records import record
 from kvrules.authoring.joins import Blocker, Traced
 from kvrules.authoring.phrases import absence_text, fact_label, failed_text, or_around
 from kvrules.authoring.rulefacts import Evidence, evidence_of
@@ -11,7 +12,7 @@ from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Pattern, Rule
 
 
-@record
+@dataclass(frozen=True)
 class WhyNot:
     """A rule that did not decide this point, and the condition that stopped it."""
 

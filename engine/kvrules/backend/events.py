@@ -1,13 +1,12 @@
 """The event stream of one evaluation: what explain, coverage and traces are built from."""
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from kvrules.records import record
 
 
-@record
+@dataclass(frozen=True)
 class RuleFired:
     """A rule fired: which facts it bound (alias → fact id), what it derived, and why."""
 
@@ -19,7 +18,7 @@ class RuleFired:
     points: frozenset[str] = frozenset()
 
 
-@record(frozen=False)
+@dataclass
 class DerivedFact:
     """A fact asserted by a rule (``by``) from the facts it bound."""
 
@@ -30,7 +29,7 @@ class DerivedFact:
     bindings: tuple[tuple[str, str], ...] = ()
 
 
-@record(frozen=False)
+@dataclass
 class Evaluation:
     """Result of evaluating one cell session: derived facts, fired rules, engine failures."""
 

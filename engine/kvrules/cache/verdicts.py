@@ -30,13 +30,12 @@ import os
 import pickle
 import stat
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Sequence
 
-from kvrules.records import record
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.load import OVERRIDES_NAME
 from kvrules.cache.policies import code_fingerprint
@@ -202,7 +201,7 @@ def cell_key(ref: CellRef, policy_digest: str, parameters: dict[str, Any],
     return hashlib.sha256(header + files).hexdigest()
 
 
-@record(frozen=False)
+@dataclass
 class VerdictCache:
     """One cache folder of verdicts, counting what a run found in it."""
 

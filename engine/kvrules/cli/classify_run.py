@@ -2,6 +2,8 @@
 job, run against the library."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import os
 import shutil
 import sys
@@ -9,7 +11,6 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from kvrules.records import record
 from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
 from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
 
@@ -26,7 +27,7 @@ class Format(str, Enum):
     parquet = "parquet"
 
 
-@record
+@dataclass(frozen=True)
 class ClassifyJob:
     """``kvrules classify`` as parsed: the options' values, nothing derived from them yet."""
 

@@ -9,9 +9,10 @@ Error cells are reported and left out; every other row is kept, ``fake_fallback`
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Iterable, Sequence
 
-from kvrules.records import record
 from kvrules import api
 from kvrules.artifacts.discover import CellRef, discover
 from kvrules.artifacts.load import load_cell
@@ -25,7 +26,7 @@ from kvrules.verdicts.model import CellVerdict, PolicyIdentity, Report
 _MISSING = object()
 
 
-@record
+@dataclass(frozen=True)
 class AggregatedCell:
     """A cell whose rows are in the table."""
 
@@ -37,7 +38,7 @@ class AggregatedCell:
         return {"campaign": self.campaign, "cell_id": self.cell_id, "rows": self.rows}
 
 
-@record
+@dataclass(frozen=True)
 class LeftOut:
     """A cell left out of the rows, with why: its evidence errors or an aggregation error.
 
@@ -53,7 +54,7 @@ class LeftOut:
                 "errors": [e.to_dict() for e in self.errors]}
 
 
-@record
+@dataclass(frozen=True)
 class Aggregation:
     """The formal rows of ok cells and the cells that were left out."""
 

@@ -6,9 +6,10 @@ under a published key is a conflict that refuses the whole publish.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
-from kvrules.records import record
 from kvrules.consumers.codes import CONFLICTING_ROW
 from kvrules.consumers.rows import COLUMNS, RUN_IDENTITY, Row, row_key, run_identity
 from kvrules.diagnostics import Diagnostic, evidence_error
@@ -17,7 +18,7 @@ CONFLICT = "conflicting FPM database row"
 """The spec's wording of the conflict; every conflict message starts with it."""
 
 
-@record
+@dataclass(frozen=True)
 class SkippedCell:
     """A cell already published under another run identity (first publisher wins)."""
 
@@ -30,7 +31,7 @@ class SkippedCell:
                 "incoming_run": self.incoming_run}
 
 
-@record
+@dataclass(frozen=True)
 class Merge:
     """What merging incoming rows into a table's rows decided, per cell."""
 

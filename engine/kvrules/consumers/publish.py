@@ -14,6 +14,8 @@ error: a cell published with the legacy classification is never upgraded in plac
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import os
 import shutil
@@ -24,7 +26,6 @@ from typing import Any, Callable, Iterable
 import filelock
 import pyarrow as pa
 
-from kvrules.records import record
 from kvrules.consumers import codes
 from kvrules.consumers.marker import MARKER, marker, read_marker
 from kvrules.consumers.merge import Merge, merge_cells
@@ -41,7 +42,7 @@ LOCK_NAME = ".kvrules-publish.lock"
 TABLE_PARTS = ("system", "backend", "backend_version")
 
 
-@record
+@dataclass(frozen=True)
 class TablePublication:
     """What a publish did (or would have done) to one table."""
 
@@ -56,7 +57,7 @@ class TablePublication:
                 MARKER: self.classification, "written": self.written}
 
 
-@record
+@dataclass(frozen=True)
 class Publication:
     """The outcome of one publish: every table touched, or the errors that stopped it."""
 
@@ -164,7 +165,7 @@ def _by_table(rows: list[Row]) -> list[tuple[tuple[str, ...], list[Row]]]:
     return [(k, list(g)) for k, g in groupby(sorted(rows, key=parts), key=parts)]
 
 
-@record(frozen=False)
+@dataclass
 class _TablePlan:
     """One table's merge, computed under the lock before anything is written."""
 

@@ -17,9 +17,10 @@ upgrades an already published table, and it never writes inside the campaign.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, Sequence
 
-from kvrules.records import record
 from kvrules import api
 from kvrules.diagnostics import NO_RANK_ARTIFACTS, Diagnostic
 from kvrules.verdicts.model import KVRULES_VERSION, CellVerdict, PolicyIdentity, Report
@@ -31,7 +32,7 @@ ABSENT = "absent"
 """Key of ``native_regime_counts`` for points whose artifacts carry no native regime."""
 
 
-@record
+@dataclass(frozen=True)
 class CellReadiness:
     """One cell's readiness with the counts it was decided from."""
 
@@ -58,7 +59,7 @@ class CellReadiness:
                 "eligible": self.eligible_text}
 
 
-@record
+@dataclass(frozen=True)
 class CampaignReadiness:
     """The cells of one input path, in classification order."""
 
@@ -76,7 +77,7 @@ class CampaignReadiness:
                 "cells": [c.to_dict() for c in self.cells]}
 
 
-@record
+@dataclass(frozen=True)
 class ReadinessReport:
     """Readiness of every campaign and the policy that classified them."""
 

@@ -7,6 +7,8 @@ sees half a file, and every file is byte-deterministic for the same rows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import hashlib
 import json
 import os
@@ -18,7 +20,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from kvrules.records import record
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.verdicts.model import KVRULES_VERSION, PolicyIdentity
 
@@ -55,7 +56,7 @@ METADATA_KEY = b"kvrules"
 Row = dict[str, Any]
 
 
-@record
+@dataclass(frozen=True)
 class Rows:
     """Formal rows and the identity of the policy whose verdicts gave their ``kv_seed_regime``."""
 

@@ -8,10 +8,11 @@ stamps are never consulted (the zero-KV prefill rule compares point objects with
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from itertools import groupby
 from typing import Any, Iterator
 
-from kvrules.records import record
 from kvrules.artifacts.model import CellEvidence
 from kvrules.consumers.codes import COORDINATE_COLLISION, ROW_EVIDENCE_MISSING
 from kvrules.diagnostics import Diagnostic, evidence_error
@@ -23,7 +24,7 @@ Coordinate = tuple[str, int, int, int]
 """``(point_type, batch_size, total_prefill_tokens, total_kv_read_tokens)``."""
 
 
-@record
+@dataclass(frozen=True)
 class Sample:
     """A verdict point and its measurement on each rank (in rank order)."""
 

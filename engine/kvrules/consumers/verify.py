@@ -8,6 +8,8 @@ so a damaged table is never built upon.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -15,7 +17,6 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from kvrules.records import record
 from kvrules import api
 from kvrules.consumers import codes
 from kvrules.consumers.marker import marker_problems
@@ -42,7 +43,7 @@ def known_policy_versions(policies: Iterable[Any] = ()) -> frozenset[str]:
     return frozenset({shipped_policy_version(), *extra})
 
 
-@record
+@dataclass(frozen=True)
 class TableCheck:
     """The verdict on one published table (``table`` relative to the verified folder)."""
 
@@ -61,7 +62,7 @@ class TableCheck:
                 "problems": [p.to_dict() for p in self.problems]}
 
 
-@record
+@dataclass(frozen=True)
 class Verification:
     """Every table found under a folder and its check."""
 
@@ -78,7 +79,7 @@ class Verification:
                 "tables": [t.to_dict() for t in self.tables]}
 
 
-@record
+@dataclass(frozen=True)
 class Inspection:
     """A table as read from disk: its check, its rows and its commit record when readable."""
 

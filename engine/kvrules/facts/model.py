@@ -4,7 +4,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 
 Source = tuple[str, str]
@@ -57,7 +56,7 @@ class PointRow:
         return value if isinstance(value, str) else None
 
 
-@record(frozen=False)
+@dataclass
 class CellFacts:
     """Everything the engine needs about one cell, plus its structural diagnostics."""
 

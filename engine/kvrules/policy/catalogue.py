@@ -1,16 +1,17 @@
 """The fact catalogue (``schemas/facts.yaml``): fact types, their fields and field types."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from functools import lru_cache
 from typing import Any
 
-from kvrules.records import record
 from kvrules.resources import schema_file
 
 FIELD_TYPES = ("string", "integer", "boolean", "string_list", "any")
 
 
-@record
+@dataclass(frozen=True)
 class FactType:
     """A fact type: name, description and ``field -> type``."""
 

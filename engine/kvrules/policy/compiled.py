@@ -2,12 +2,11 @@
 an analysis of which fields the rules read (used to share evaluations between identical inputs)."""
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from kvrules.records import record
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy import codes
 from kvrules.policy.evaluate import atoms
@@ -19,7 +18,7 @@ if TYPE_CHECKING:  # the compiler is imported to compile, not to use a cached po
     from kvrules.policy.compiler import CompileState, Pass
 
 
-@record(frozen=False)
+@dataclass
 class CompiledPolicy:
     """Everything the runtime needs; immutable after :func:`compile_policy`."""
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError, sort_diagnostics
 from kvrules.policy import codes, decisions, operators
 from kvrules.policy.catalogue import base_catalogue
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 TEMPLATE_FIELDS = ("message", "reason")
 
 
-@record(frozen=False)
+@dataclass
 class CompileState:
     """Everything the passes read and write."""
 

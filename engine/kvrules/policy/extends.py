@@ -21,12 +21,11 @@ file and line, so every diagnostic still points at the file that holds the text.
 from __future__ import annotations
 
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.policy import codes
 from kvrules.policy.yamlpos import Positions, YamlSyntaxError, load_with_positions, position_of
@@ -48,7 +47,7 @@ Reader = Callable[[Root, str], tuple[dict[str, str], dict[str, YamlSyntaxError]]
 """Reads one policy directory: (files by name, files that could not be read)."""
 
 
-@record
+@dataclass(frozen=True)
 class Layer:
     """One policy directory of a chain: its label and the names of its files."""
 
@@ -56,7 +55,7 @@ class Layer:
     names: tuple[str, ...]
 
 
-@record(frozen=False)
+@dataclass
 class Sources:
     """Every file of a resolved chain, base layers first, and the problems of reading it."""
 
@@ -161,7 +160,7 @@ class ExtendState(Protocol):
               rule: str | None = None, severity: str = "error") -> None: ...
 
 
-@record(frozen=False)
+@dataclass
 class RuleSite:
     """Where a rule of the chain is: its file, index in that file's ``rules`` and line."""
 

@@ -1,17 +1,16 @@
 """The parsed policy: rules, patterns, tests and actions, each with its source location."""
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from kvrules.records import record
 
 Loc = tuple[str, int, int]
 """(file, line, column) of a policy element."""
 
 
-@record
+@dataclass(frozen=True)
 class Ref:
     """A reference to a field of another bound fact: ``{ref: alias.field}``."""
 
@@ -22,7 +21,7 @@ class Ref:
 Operand = Any  # a literal (scalar or list of scalars) or a Ref
 
 
-@record
+@dataclass(frozen=True)
 class Atom:
     """One test of one field: ``field op operand``; ``negated`` after pushing ``not`` down."""
 
@@ -41,7 +40,7 @@ class Atom:
         return f"not ({text})" if self.negated else text
 
 
-@record
+@dataclass(frozen=True)
 class Expr:
     """A boolean combination: kind is ``and``/``or`` over children, or ``atom``."""
 
@@ -50,7 +49,7 @@ class Expr:
     atom: Atom | None = None
 
 
-@record
+@dataclass(frozen=True)
 class Pattern:
     """A fact pattern: bind one fact of ``fact`` type as ``alias`` when ``where`` holds."""
 
@@ -62,7 +61,7 @@ class Pattern:
     loc: Loc
 
 
-@record
+@dataclass(frozen=True)
 class Action:
     """One action: kind is derive|error|fail|qualify|regime|eligible."""
 
@@ -95,7 +94,7 @@ COMMON_FIELDS = {"id": "string"}
 DERIVED_COMMON_FIELDS = {"id": "string", "by": "string"}
 
 
-@record
+@dataclass(frozen=True)
 class Rule:
     """One rule: patterns (positive and ``none``), actions, and a reason template."""
 
@@ -119,7 +118,7 @@ class Rule:
         return tuple(p for p in self.patterns if p.negated)
 
 
-@record
+@dataclass(frozen=True)
 class Parameter:
     """A policy parameter: its name, type, default value and what it changes."""
 
@@ -135,7 +134,7 @@ PICK_SUFFIX = ".first_matching_step"
 CANDIDATE_SUFFIX = "_candidate"
 
 
-@record
+@dataclass(frozen=True)
 class DecisionStep:
     """One step of a decision, as written: conditions, value, reason, location."""
 
@@ -155,7 +154,7 @@ class DecisionStep:
         return not self.patterns
 
 
-@record
+@dataclass(frozen=True)
 class Decision:
     """An ordered decision: the first step that holds for a subject decides its result."""
 
@@ -192,7 +191,7 @@ class Decision:
         return None
 
 
-@record(frozen=False)
+@dataclass
 class Policy:
     """A whole policy directory after parsing (before compilation)."""
 
@@ -211,7 +210,7 @@ class Policy:
     header_loc: Loc = ("", 0, 0)
 
 
-@record
+@dataclass(frozen=True)
 class PolicyIdentity:
     """Which policy produced a report: name, version and a digest of its files and parameters."""
 

@@ -11,10 +11,11 @@ Adding an operator is an entry here, an entry in the backend's table, and their 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import math
 from typing import Any, Callable, Mapping, Sequence
 
-from kvrules.records import record
 from kvrules.facts.jsontypes import canonical, json_type, value_type
 
 MISSING: Any = object()
@@ -28,7 +29,7 @@ FRESH = "\x01fresh"
 """A string no rule literal equals or starts with (rule literals are printable)."""
 
 
-@record
+@dataclass(frozen=True)
 class Spelling:
     """How a rule file writes an operator: the canonical name it reduces to, whether the
     test is negated, and how the written operand becomes the canonical one."""
@@ -42,7 +43,7 @@ Holds = Callable[[Any, Any], bool]
 """Reference semantics: ``holds(value, operand)``; either may be MISSING (absent)."""
 
 
-@record
+@dataclass(frozen=True)
 class Operator:
     """One canonical operator and everything the policy layer needs to know about it."""
 

@@ -7,14 +7,13 @@ with other facts), so points with equal outcomes form a class evaluated once.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import field
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable
 
 import orjson
 
-from kvrules.records import record
 from kvrules.facts.model import Fact
 from kvrules.facts.points import PointTable
 from kvrules.policy.compiled import CompiledPolicy, per_policy
@@ -69,7 +68,7 @@ def _read_column(values: list[Any], kind: str, by_shape: bool) -> list[Any]:
     return [_read_value(v, kind, by_shape) for v in values]
 
 
-@record
+@dataclass(frozen=True)
 class _Read:
     """How the rules read one point field: its declared kind, whether only its shape
     matters, the tests on it (and each as a function of the field's value), and whether

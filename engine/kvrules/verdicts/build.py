@@ -7,10 +7,11 @@ contradictory fails closed (an error, never eligible).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from operator import attrgetter
 from typing import Any
 
-from kvrules.records import record
 from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
                                  evidence_error, sort_diagnostics)
 from kvrules.facts.model import CellFacts, Fact
@@ -54,7 +55,7 @@ def _decisions(ev: Evaluation) -> tuple[dict[str, list[Any]], set[str]]:
     return regimes, eligible
 
 
-@record
+@dataclass(frozen=True)
 class _ClassVerdict:
     """What every point of one class shares: regime, eligibility, trace (computed once)."""
 

@@ -11,14 +11,13 @@ from dataclasses import dataclass, fields
 from operator import attrgetter, truth
 from typing import Any, overload
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import PolicyIdentity as PolicyIdentity
 
 KVRULES_VERSION = "0.1.0"
 
 
-@record
+@dataclass(frozen=True)
 class FailedCondition:
     """One failed condition of a cell-level qualification (e.g. ``D9``) with its reason."""
 
@@ -29,7 +28,7 @@ class FailedCondition:
         return {"id": self.id, "reason": self.reason}
 
 
-@record
+@dataclass(frozen=True)
 class Qualification:
     """A cell-level qualification group such as ``dense_synthetic_kv``."""
 
@@ -157,7 +156,7 @@ def _point_column(points: Sequence[PointVerdict], name: str) -> Iterable[Any]:
     return map(attrgetter(name), points)
 
 
-@record
+@dataclass(frozen=True)
 class CellVerdict:
     """The verdict of one cell: status, evidence errors, qualifications and its points."""
 
@@ -212,7 +211,7 @@ class CellVerdict:
                    trace=tuple(d.get("trace", ())))
 
 
-@record
+@dataclass(frozen=True)
 class Summary:
     """The report's counts: cells, cells in error, points, eligible points, by regime."""
 
@@ -249,7 +248,7 @@ def add_summaries(a: Summary, b: Summary) -> Summary:
                    points_eligible=a.points_eligible + b.points_eligible, counts=counts)
 
 
-@record
+@dataclass(frozen=True)
 class Report:
     """One classification run: the policy that decided and every cell verdict."""
 

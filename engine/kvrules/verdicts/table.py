@@ -8,12 +8,13 @@ Pure text in, text out: byte-deterministic for the same cells, width and options
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import textwrap
 from functools import cached_property
 from typing import Iterable
 
-from kvrules.records import record
 from kvrules.diagnostics import Diagnostic, sort_diagnostics, text_line
 from kvrules.verdicts.model import (CellVerdict, PolicyIdentity, Summary, add_summaries,
                                     summarize)
@@ -28,7 +29,7 @@ INDENT = "  "
 _BOLD, _RED, _GREEN, _RESET = "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[0m"
 
 
-@record
+@dataclass(frozen=True)
 class TableRow:
     """What the table shows of one cell: a few strings, not its points (a long run holds
     one of these per cell, never the verdicts themselves)."""
@@ -70,7 +71,7 @@ def _outcome(cell: CellVerdict) -> str:
     return "\n".join(f"{regime} {n}" for regime, n in cell.counts.items()) or "-"
 
 
-@record
+@dataclass(frozen=True)
 class _Column:
     """One column of the table: header, a value per row, and when it is dropped to fit."""
 

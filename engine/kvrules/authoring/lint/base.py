@@ -8,9 +8,10 @@ compiler errors and lint findings in one sorted list.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Callable, ClassVar, Iterable
 
-from kvrules.records import record
 from kvrules.authoring.lint.sat import KindOf
 from kvrules.authoring.policyinfo import field_kind
 from kvrules.diagnostics import Diagnostic, Severity
@@ -18,7 +19,7 @@ from kvrules.policy.model import Loc, Policy
 from kvrules.policy.yamlpos import Positions, position_of
 
 
-@record
+@dataclass(frozen=True)
 class Issue:
     """One finding: which rule, where (file, line, column, JSON pointer) and what."""
 
@@ -38,7 +39,7 @@ class Issue:
                           severity=self.severity)
 
 
-@record
+@dataclass(frozen=True)
 class LintContext:
     """A compiled-enough policy: the model, declared fact types and source positions."""
 
@@ -62,7 +63,7 @@ class LintContext:
 Checker = Callable[[LintContext], Iterable[Issue]]
 
 
-@record
+@dataclass(frozen=True)
 class Check:
     """A registered check: the finding it emits and the function that finds it."""
 

@@ -1,16 +1,17 @@
 """Conditions of one pattern that can never hold together."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import ClassVar, Iterator
 
-from kvrules.records import record
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.authoring.lint.sat import KindOf, conjunctions, unsatisfiable_field
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Atom, Pattern, Ref, Rule
 
 
-@record
+@dataclass(frozen=True)
 class ContradictoryConditionsIssue(Issue):
     """A pattern whose conditions can never all hold, so its rule can never fire (or its
     ``none`` always holds).

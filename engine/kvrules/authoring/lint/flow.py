@@ -1,9 +1,10 @@
 """How facts flow between rules: rules that can never fire, derived facts nobody reads."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, ClassVar, Iterator
 
-from kvrules.records import record
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.authoring.lint.sat import conjoin, satisfiable
 from kvrules.authoring.policyinfo import producers, reads
@@ -16,7 +17,7 @@ FREE = object()
 """A produced field whose value is not known statically (copied through a ref, a template)."""
 
 
-@record
+@dataclass(frozen=True)
 class NeverFiresIssue(Issue):
     """A rule that can never fire because a fact it needs is never produced: no rule derives
     that fact, only rules that can never fire themselves do, or no producer sets the fields
@@ -39,7 +40,7 @@ class NeverFiresIssue(Issue):
     description: ClassVar[str] = "a rule needs a fact that no live rule produces"
 
 
-@record
+@dataclass(frozen=True)
 class UnusedDerivedFactIssue(Issue):
     """A derived fact declared under ``policy.derived`` that no pattern reads: the rules
     deriving it have no effect on any verdict.

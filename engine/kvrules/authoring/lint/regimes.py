@@ -4,9 +4,10 @@
 ordered ``decisions:`` block exists, so no lint check follows values through facts.)"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import ClassVar, Iterator
 
-from kvrules.records import record
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.authoring.lint.sat import conjoin, negate, satisfiable
 from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
@@ -14,7 +15,7 @@ from kvrules.policy.evaluate import atoms, eval_atom
 from kvrules.policy.model import Atom, Expr, Pattern, Ref
 
 
-@record
+@dataclass(frozen=True)
 class AmbiguousRegimeIssue(Issue):
     """Two rules that can decide different regimes for the same point with nothing to order
     them: direct ``regime`` rules, or steps of different decisions, whose conditions can
@@ -116,7 +117,7 @@ def _excluded_by_none(ctx: LintContext, x: Decider, y: Decider) -> bool:
     return False
 
 
-@record
+@dataclass(frozen=True)
 class UnreachableStepIssue(Issue):
     """A step of an ordered decision that can never decide: an earlier step of the same
     decision reads nothing but the subject, and its conditions hold for every subject this

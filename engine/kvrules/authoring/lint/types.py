@@ -6,9 +6,10 @@ and derive actions that put a literal or a field of the wrong type into a declar
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any, ClassVar, Iterator
 
-from kvrules.records import record
 from kvrules.authoring.lint.base import Issue, LintContext
 from kvrules.facts.jsontypes import json_type
 from kvrules.policy import codes, operators
@@ -19,7 +20,7 @@ LITERAL_FITS = {"string": ("string",), "integer": ("integer",), "boolean": ("boo
                 "string_list": ("array",)}
 
 
-@record
+@dataclass(frozen=True)
 class RefTypeMismatchIssue(Issue):
     """A comparison between two fields of different declared types (a boolean with a
     string, an integer with a boolean, ...), or an ordering test on a non-integer field.
@@ -44,7 +45,7 @@ class RefTypeMismatchIssue(Issue):
     description: ClassVar[str] = "a field is compared with a field of another type"
 
 
-@record
+@dataclass(frozen=True)
 class DeriveTypeMismatchIssue(Issue):
     """A derive action that sets a declared field to a literal or field of another type.
 

@@ -8,10 +8,11 @@ by its coordinate, with the sample selection of spec 6.2 where a coordinate has 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
-from kvrules.records import record
 from kvrules import api
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
@@ -44,7 +45,7 @@ Key = tuple[str, str, int]
 """``(campaign, cell_id, benchmark_id)``: how a point is matched between two policies."""
 
 
-@record
+@dataclass(frozen=True)
 class Change:
     """A point whose outcome a policy change altered (from :mod:`kvrules.authoring.diff`)."""
 
@@ -54,7 +55,7 @@ class Change:
     new_by: str
 
 
-@record
+@dataclass(frozen=True)
 class PolicyInfo:
     """What the page says about a policy: identity, regimes and qualification conditions."""
 
