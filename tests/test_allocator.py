@@ -1,4 +1,4 @@
-"""The CLI process keeps freed large blocks for reuse (issue 9): glibc otherwise maps a
+"""The CLI process keeps freed large blocks for reuse: glibc otherwise maps a
 fresh zeroed block for every file read and decoded, and pays its size in page faults."""
 from __future__ import annotations
 

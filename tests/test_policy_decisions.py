@@ -307,7 +307,8 @@ def test_rules_check_never_tracebacks_on_broken_decisions(tmp_path: Path) -> Non
 
 def test_a_hand_written_candidate_without_a_regime_no_longer_crashes_check(
         tmp_path: Path) -> None:
-    """Issue 8: rules check guessed the order and raised KeyError: 'regime'."""
+    """rules check must not guess a decision's order from a hand-written candidate fact (it
+    used to raise KeyError: 'regime')."""
     header = {"policy": {**HEADER["policy"], "derived": {"candidate": {"fields": {
         "point": {"type": "string"}, "step": {"type": "integer"},
         "regime": {"type": "string"}}}}}}

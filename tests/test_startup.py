@@ -1,4 +1,4 @@
-"""Start-up cost: a command imports only what it uses (issue 9).
+"""Start-up cost: a command imports only what it uses.
 
 ``--help`` and ``--version`` import neither durable-rules nor pyarrow nor jsonschema;
 ``classify`` of valid evidence imports no pyarrow and no jsonschema, and durable-rules only in
