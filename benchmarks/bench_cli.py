@@ -11,7 +11,7 @@ every JSON file of the corpus with the standard ``json`` module, and with the fa
 installed (orjson, then msgspec). Reported: medians of ``--repeat`` runs, ratios against the stdlib
 baseline, CPU seconds (the process and the children it waited for: kvrules' engine worker
 runs beside it, on another core when there is one) and the peak RSS of each process
-(``wait4``), then the issue-9 targets as PASS/FAIL lines. Every command runs between two runs
+(``wait4``), then the performance targets as PASS/FAIL lines. Every command runs between two runs
 of the stdlib baseline and its ratio is the median, over the repeats, of its time over the
 mean of those two: on a shared machine whose speed drifts within seconds, a ratio of
 medians taken minutes apart measures the drift as much as the command. Beside each ratio, in
@@ -234,7 +234,7 @@ def _spread(run: Run) -> str:
 
 
 def targets(results: dict[tuple[str, int], dict[str, Run]], points: dict[int, int]) -> list[str]:
-    """The issue-9 targets, each as a PASS/FAIL line."""
+    """The performance targets, each as a PASS/FAIL line."""
     out = []
 
     def check(ok: bool, text: str) -> None:

@@ -1,6 +1,6 @@
 """Synthetic benchmark corpora built from the bundled example campaigns.
 
-Two shapes (issue 9):
+Two shapes:
 
 * ``few``: four evidence shapes repeated (dense legacy stamps, dense native skips, a
   warm-eligible cell with real and fake points, an approved moe_tp skip). Cells of one shape

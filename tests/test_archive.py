@@ -228,15 +228,15 @@ def test_a_warm_run_starts_no_cluster(policy: api.Policy, tmp_path: Path,
     assert lazy.started is None
 
 
-def test_the_readme_duckdb_query_reads_the_parquet_dataset(tmp_path: Path) -> None:
+def test_the_documented_duckdb_query_reads_the_parquet_dataset(tmp_path: Path) -> None:
     import re
 
+    import doc_pages
     import duckdb
     from typer.testing import CliRunner
 
     from kvrules.cli.app import app
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    query = re.search(r'^duckdb -c "(.*?)"$', readme, re.S | re.M)
+    query = re.search(r'^duckdb -c "(.*?)"$', doc_pages.all_text(), re.S | re.M)
     assert query is not None
     done = CliRunner().invoke(app, ["classify", str(EXAMPLES), "--format", "parquet",
                                     "--output", str(tmp_path / "verdicts")])

@@ -1,4 +1,4 @@
-"""Issue 7: nothing a campaign folder holds may crash, hang or fool the artifact stage.
+"""Nothing a campaign folder holds may crash, hang or fool the artifact stage.
 
 Each test builds the bad evidence in ``tmp_path`` from a bundled example and runs the real
 CLI as a separate process (with a timeout, so a hang fails the test): the exit status must

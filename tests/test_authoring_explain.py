@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import doc_pages
 import pytest
 from typer.testing import CliRunner
 
@@ -283,16 +284,15 @@ def test_cell_is_optional_only_when_the_path_holds_one_cell(
     assert one.startswith("cell fpm-qwen3-30b-a3b-decode-tp2: every point is eligible\n")
 
 
-README = EXAMPLES.parent / "README.md"
 
 
 @pytest.mark.parametrize("command", ["kvrules explain examples/dense-sliding-window --point 1",
                                      "kvrules explain examples/dense-sliding-window --fails"])
 def test_the_readme_shows_real_explain_output(command: str, runner: CliRunner,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    text = README.read_text(encoding="utf-8")
+    text = doc_pages.all_text()
     shown_block = text.split(f"$ {command}\n", 1)[1].split("\n```", 1)[0] + "\n"
-    monkeypatch.chdir(README.parent)  # paths are shown relative to the current directory
+    monkeypatch.chdir(doc_pages.ROOT)  # paths are shown relative to the current directory
     assert _run(runner, *command.split()[2:]) == shown_block
 
 

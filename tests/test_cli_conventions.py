@@ -241,16 +241,14 @@ def _on_a_terminal(args: list[str], columns: int, cwd: Path) -> str:
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def test_the_table_on_an_80_column_terminal_is_the_readme_one() -> None:
+def test_the_table_on_an_80_column_terminal_is_the_documented_one() -> None:
     import re
-    block = re.search(r"<!-- table-80 -->\n```text\n\$ (.*?)\n(.*?)```\n", README.read_text(
-        encoding="utf-8"), re.S)
+
+    import doc_pages
+    block = re.match(r"\$ (.*?)\n(.*)", doc_pages.block("table-80", "text"), re.S)
     assert block is not None
     command, shown = block.groups()
-    printed = _on_a_terminal(command.split()[1:], 80, README.parent)
+    printed = _on_a_terminal(command.split()[1:], 80, doc_pages.ROOT)
     digest = re.compile(r"sha256:[0-9a-f]+")
     assert digest.sub("sha256:...", printed) == digest.sub("sha256:...", shown)
     assert all(len(line) <= 80 for line in printed.splitlines()  # but a single path

@@ -2,7 +2,7 @@
 stays behind ``kvrules.backend.durable``.
 
 Every module under ``engine/kvrules`` is parsed (``ast``), so imports inside functions count
-as much as those at the top of a file. The stage order is the README's (section "Layout").
+as much as those at the top of a file. The stage order is the one README.md documents (section "Layout").
 """
 from __future__ import annotations
 

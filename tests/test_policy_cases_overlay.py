@@ -1,14 +1,14 @@
 """Overlay cases: an example campaign plus JSON-pointer edits, run through the extractor.
 
-The README's overlay cases are run as written; the rest pins the edit language, the shared
+The documented overlay cases are run as written; the rest pins the edit language, the shared
 ``defaults.yaml``, the strict reading of case files and the coverage by case form.
 """
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
+import doc_pages
 import pytest
 from helpers import EXAMPLES, only_cell, snapshot
 from policy_cases import variant
@@ -24,15 +24,11 @@ from kvrules.diagnostics import KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 SHARED = f"campaign: dense-legacy-stamp-format\ncampaigns: {EXAMPLES}\n"
 
 
 def _block(name: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name} -->\n```[a-z]*\n(.*?)```\n<!-- /{name} -->", text, re.S)
-    assert found, f"README.md has no {name} block"
-    return found.group(1)
+    return doc_pages.block(name)
 
 
 def folder(tmp_path: Path, cases: str, shared: str = SHARED) -> Path:

@@ -1,14 +1,14 @@
-"""Ordered decisions (``decisions:``): the README example is the shipped policy and runs as
+"""Ordered decisions (``decisions:``): the documented example is the shipped policy and runs as
 a policy, the compiler lowers a decision to stratified rules in which the first step that
 holds decides, broken decisions are located diagnostics (never a traceback), and the
 authoring tools (lint, explain, coverage) read the block."""
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import doc_pages
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -44,12 +44,8 @@ SHIPPED_STEPS = [
 
 
 def readme_example() -> str:
-    """The YAML between ``<!-- decision-example -->`` and its end marker in README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"<!-- decision-example -->\n```yaml\n(.*?)```\n<!-- /decision-example -->",
-                      text, re.S)
-    assert found, "README.md has no decision-example block"
-    return found.group(1)
+    """The YAML between ``<!-- decision-example -->`` and its end marker in the documentation."""
+    return doc_pages.block("decision-example", "yaml")
 
 
 def write_policy(root: Path, rules: str, header: dict[str, Any] | None = None) -> Path:
@@ -76,7 +72,7 @@ def traced(cp: CompiledPolicy, example: str) -> Any:
     return trace_cell(cp, extract_cell(load_cell(ref)))
 
 
-# --- the README example --------------------------------------------------------------------
+# --- the documented example -----------------------------------------------------------------
 
 def test_the_readme_example_is_an_excerpt_of_the_shipped_decision() -> None:
     (mine,) = decisions_of(readme_example())
@@ -311,7 +307,8 @@ def test_rules_check_never_tracebacks_on_broken_decisions(tmp_path: Path) -> Non
 
 def test_a_hand_written_candidate_without_a_regime_no_longer_crashes_check(
         tmp_path: Path) -> None:
-    """Issue 8: rules check guessed the order and raised KeyError: 'regime'."""
+    """rules check must not guess a decision's order from a hand-written candidate fact (it
+    used to raise KeyError: 'regime')."""
     header = {"policy": {**HEADER["policy"], "derived": {"candidate": {"fields": {
         "point": {"type": "string"}, "step": {"type": "integer"},
         "regime": {"type": "string"}}}}}}

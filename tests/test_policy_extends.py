@@ -1,15 +1,15 @@
 """``extends``: a user policy directory on the shipped one (or on another directory).
 
-The README's team policy is run as written; the other cases build small policies inline.
+The documented team policy is run as written; the other cases build small policies inline.
 """
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import doc_pages
 import pytest
 from helpers import copy_example, pod_dir, set_at
 from policy_cases import classify, failed
@@ -25,17 +25,13 @@ from kvrules.policy.compiler import read_policy_sources, run_passes
 from kvrules.policy.extends import merge_headers
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 STRICT = ROOT / "tests" / "files" / "extends" / "strict-dense"
 HEADER = 'policy:\n  name: team\n  version: "1"\n  extends: {base}\n'
 
 
 def _block(name: str) -> str:
     """The fenced code block between ``<!-- name -->`` and ``<!-- /name -->``."""
-    text = README.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {name} -->\n```[a-z]*\n(.*?)```\n<!-- /{name} -->", text, re.S)
-    assert found, f"README.md has no {name} block"
-    return found.group(1)
+    return doc_pages.block(name)
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:

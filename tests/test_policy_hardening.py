@@ -1,6 +1,6 @@
 """Nothing a rule file contains may crash, hang or mislead kvrules.
 
-One regression test per reproducer of ``/work/shared/repro/rules-*``. Each builds a policy
+One regression test per known reproducer of a broken rule file. Each builds a policy
 directory from the shipped rules plus the reproducer's broken file (kept under
 ``tests/files/bad_rules/<name>/``; the huge ones are generated here), then runs both
 ``kvrules rules check`` and ``kvrules classify`` as whole processes: each must end with a

@@ -3,7 +3,7 @@ reference semantics and on the engine.
 
 * the rules schema lists exactly the registry's spellings;
 * every registry operator has an engine lowering in the backend;
-* every README example of the shape operators is a condition of the shipped rule it names;
+* every documented example of the shape operators is a condition of the shipped rule it names;
 * for the new operators, the engine fires exactly when the reference semantics holds, value
   by value (absent versus null, lists, objects, joins with absent fields).
 """
@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import doc_pages
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -61,9 +62,9 @@ def test_reference_semantics_of_the_shape_operators() -> None:
 
 
 def _readme_examples() -> list[tuple[str, str]]:
-    """(rule id, where-snippet) of each row of the README's shape-operator table."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("#### Operators for the shape of the evidence", 1)[1]
+    """(rule id, where-snippet) of each row of the documented shape-operator table."""
+    section = re.split(r"^#+ Operators for the shape of the evidence\n", doc_pages.all_text(),
+                       maxsplit=1, flags=re.M)[1]
     rows = re.findall(r"^\| `[^|]*\|[^|]*\| `([a-z0-9_.]+)`: `(\{.*\})`", section, re.M)
     return rows
 

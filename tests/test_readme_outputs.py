@@ -1,6 +1,6 @@
-"""Every README example that shows ``$ kvrules ...`` and its output is the real output.
+"""Every documentation example that shows ``$ kvrules ...`` and its output is the real output.
 
-A fenced block whose first line starts with ``$ kvrules`` is a transcript: each ``$`` line is
+The pages are README.md and every ``docs/*.md`` (``doc_pages.pages``). A fenced block whose first line starts with ``$ kvrules`` is a transcript: each ``$`` line is
 run from the repository root (stdout, then stderr, as a terminal shows them) and must print
 the lines that follow it. Policy digests are compared as ``sha256:...`` (they change with
 every rule edit, which is not what these examples are about).
@@ -17,15 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+from doc_pages import ROOT, pages
 FENCE = re.compile(r"^```\n(\$ kvrules .*?)^```\n", re.S | re.M)
 DIGEST = re.compile(r"sha256:[0-9a-f]{6,64}")
 
 
 def transcripts(text: str) -> list[tuple[str, str]]:
-    """(command, shown output) pairs of every transcript block, in README order."""
+    """(command, shown output) pairs of every transcript block of one page, in order."""
     pairs = []
     for block in FENCE.finditer(text):
         for chunk in re.split(r"^(?=\$ )", block.group(1), flags=re.M):
@@ -50,28 +48,36 @@ def _normal(text: str) -> str:
 
 def shows(shown: str, printed: str) -> bool:
     """``printed`` is what ``shown`` shows: equal, except that a line holding only ``...``
-    (indented as it likes) stands for any lines there (a long output, cut in the README)."""
+    (indented as it likes) stands for any lines there (a long output, cut on the page)."""
     parts = [re.escape(part) for part in re.split(r"^ *\.\.\.\n", _normal(shown), flags=re.M)]
     return re.fullmatch("(?:.*\n)*?".join(parts), _normal(printed)) is not None
 
 
-PAIRS = transcripts(README.read_text(encoding="utf-8"))
+PAIRS = [(page.relative_to(ROOT).as_posix(), command, shown) for page in pages()
+         for command, shown in transcripts(page.read_text(encoding="utf-8"))]
 
 
-def test_the_readme_has_transcripts() -> None:
-    commands = [c.split()[1] for c, _ in PAIRS]
+def test_the_documentation_has_transcripts() -> None:
+    commands = [c.split()[1] for _, c, _ in PAIRS]
     assert {"classify", "rules", "explain", "diff"} <= set(commands)
+    assert any(page == "README.md" for page, _, _ in PAIRS)
 
 
-@pytest.mark.parametrize("command, shown", PAIRS, ids=[c for c, _ in PAIRS])
-def test_a_readme_transcript_is_the_real_output(command: str, shown: str) -> None:
+@pytest.mark.parametrize("page, command, shown", PAIRS, ids=[f"{p}: {c}" for p, c, _ in PAIRS])
+def test_a_documented_transcript_is_the_real_output(page: str, command: str,
+                                                    shown: str) -> None:
     printed = run(command)
-    assert shows(shown, printed), printed
+    assert shows(shown, printed), f"{page}:\n{printed}"
 
 
 def update() -> None:
     """Rewrite every transcript whose output changed with what its command prints now."""
-    text = README.read_text(encoding="utf-8")
+    for page in pages():
+        _update(page)
+
+
+def _update(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
 
     def block(match: re.Match[str]) -> str:
         out = []
@@ -81,7 +87,9 @@ def update() -> None:
             out.append(f"{command}\n{shown if shows(shown, printed) else printed}")
         return "```\n" + "".join(out) + "```\n"
 
-    README.write_text(FENCE.sub(block, text), encoding="utf-8")
+    new = FENCE.sub(block, text)
+    if new != text:
+        page.write_text(new, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -176,9 +176,9 @@ def test_the_packed_document_expands_to_the_report_document(tmp_path: Path,
     assert all(isinstance(r, list) for c in raw_embedded(page)["cells"] for r in c["rows"])
 
 
-def test_readme_shows_the_command_and_a_screenshot() -> None:
-    root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    assert "kvrules report examples --output report.html" in readme
-    assert "](docs/report-example.png)" in readme
+def test_the_documentation_shows_the_command_and_a_screenshot() -> None:
+    import doc_pages
+    root = doc_pages.ROOT
+    assert "kvrules report examples --output report.html" in doc_pages.all_text()
+    assert "](report-example.png)" in (root / "docs" / "report.md").read_text(encoding="utf-8")
     assert (root / "docs" / "report-example.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,6 @@
-"""Every reproducer of issue 7 (crash, hang, traceback, fail-open), run as a user runs it.
+"""Every known reproducer of a crash, hang, traceback or fail-open verdict, run as a user runs it.
 
-The campaigns under ``tests/files/repro`` are copies of the shared reproducers; the two that
+The campaigns under ``tests/files/repro`` are the reproducers, one campaign each; the two that
 need a special file (a FIFO, a symlink to ``/dev/zero``) get it in a temporary copy, since git
 cannot hold one and the raw campaign is never modified. Each must end in a report (exit 0
 or 1) that validates, with the expected error code on the cell and no eligible point in any

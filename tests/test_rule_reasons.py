@@ -1,4 +1,4 @@
-"""The shipped rules' reasons name the real cause and the expected value (issue 10): each
+"""The shipped rules' reasons name the real cause and the expected value: each
 reason on a real campaign (a bundled example with one field changed) that produces it."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Containment (issue 7): malformed evidence never reaches the engine, an engine crash costs
+"""Containment: malformed evidence never reaches the engine, an engine crash costs
 one cell (never the process), and interrupts exit 130/143 without output.
 
 Whole-process tests run ``python -m kvrules`` in a subprocess with a timeout, so a crash
