@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 import sys
 import threading
 import time
@@ -124,6 +125,9 @@ def _output(output: Path | None) -> Iterator[TextIO]:
             os.dup2(devnull, sys.stdout.fileno())
             raise SystemExit(PIPE_CLOSED_EXIT) from None
         return
+    if _special(output):
+        yield from _special_output(output)
+        return
     try:
         handle, tmp = _atomic_file(output)
     except OSError as exc:
@@ -141,6 +145,35 @@ def _output(output: Path | None) -> Iterator[TextIO]:
         raise destination.cannot_write(output, exc) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _special(output: Path) -> bool:
+    """``output`` is a device or a pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written
+    as it is, never replaced by a renamed file (as root, that would replace the device)."""
+    try:
+        mode = output.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _special_output(output: Path) -> Iterator[TextIO]:
+    """Write to a device or pipe in place; a failing write is a usage error."""
+    try:
+        handle = open(output, "w", encoding="utf-8", errors=ESCAPE_ERRORS, newline="\n")
+    except OSError as exc:
+        raise destination.cannot_write(output, exc) from None
+    try:
+        yield cast(TextIO, _Checked(handle, output))
+        try:
+            handle.flush()
+        except OSError as exc:
+            raise destination.cannot_write(output, exc) from None
+    finally:
+        try:
+            handle.close()
+        except OSError:  # the buffer a failed write left: the failure is reported already
+            pass
 
 
 class _Checked:

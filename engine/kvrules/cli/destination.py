@@ -115,13 +115,13 @@ def _check_folder(output: PathLike, target: Path, overwrite: bool, option: str) 
         raise KvrulesUsageError(f"{option} {os.fspath(output)} is the current folder or holds "
                                 "it: give another folder for the dataset")
     from kvrules.verdicts.dataset import MARKER, replaceable
+    _check_parent(output, target)
     if target.exists() and not target.is_dir():
         raise KvrulesUsageError(f"cannot write {os.fspath(output)}: it is not a directory")
     if not (overwrite or replaceable(target)):
         raise KvrulesUsageError(f"{option} {os.fspath(output)} is a folder kvrules did not "
                                 f"write (no {MARKER} in it): it is kept; pass --overwrite "
                                 "to replace it and everything in it")
-    _check_parent(output, target)
 
 
 def _check_root(output: PathLike, target: Path) -> None:

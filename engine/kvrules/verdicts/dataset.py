@@ -32,7 +32,7 @@ def replaceable(folder: Path) -> bool:
     try:
         with os.scandir(folder) as entries:
             return next(entries, None) is None
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there to lose
         return True
     except OSError:  # unreadable: not known to be ours
         return False
