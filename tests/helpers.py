@@ -5,8 +5,12 @@ the CLI; the examples themselves are never modified.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +98,24 @@ def big_rank(template: dict[str, Any], n: int, rank: int = 0, size: int = 1) -> 
     data["results"] = results
     data["dp"] = {"rank": rank, "size": size}
     return data
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every file below ``root`` (and every folder, as ``dir``), by relative path:
+    equal before and after a command means no input byte changed and nothing was added."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def kvrules_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``kvrules ARGS`` as a whole process (exit status, stderr), run in ``cwd``."""
+    return subprocess.run([sys.executable, "-m", "kvrules", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)

@@ -48,7 +48,7 @@ def test_an_output_inside_the_campaign_is_refused_and_nothing_is_written(
     before = snapshot(campaign)
     result = runner.invoke(app, ["readiness", str(campaign), "-o", str(campaign / "r.txt")])
     assert result.exit_code == 2
-    assert "readiness never writes inside a campaign" in result.stderr
+    assert "never writes over or inside what it reads" in result.stderr
     assert snapshot(campaign) == before
 
 

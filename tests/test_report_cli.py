@@ -66,13 +66,15 @@ def test_a_single_cell_folder_with_plan(runner: CliRunner, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("args, message", [
     (["--output", "{tmp}/missing/r.html"], "is not a directory"),
-    (["--output", "{tmp}"], "it is a directory"),
+    (["--output", "{campaign}/../out"], "it is a directory"),
+    (["--output", "{tmp}"], "holds the input"),
     (["--output", "{tmp}/r.txt"], "must end in .html"),
-    (["--output", "{campaign}/r.html"], "never writes inside a campaign"),
+    (["--output", "{campaign}/r.html"], "never writes over or inside what it reads"),
 ])
 def test_usage_errors_exit_2(runner: CliRunner, tmp_path: Path, args: list[str],
                              message: str) -> None:
     campaign = copy_example(tmp_path)
+    (tmp_path / "out").mkdir()
     argv = [a.format(tmp=tmp_path, campaign=campaign) for a in args]
     result = runner.invoke(app, ["report", str(campaign), *argv])
     assert result.exit_code == 2

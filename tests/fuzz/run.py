@@ -22,13 +22,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make ``tests.fuzz`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.fuzz import mutations as mut  # noqa: E402
+    from tests.fuzz import outputs  # noqa: E402
     from tests.fuzz.oracle import CLASSES, Expectation, Finding, Run, check  # noqa: E402
 else:
     from . import mutations as mut
+    from . import outputs
     from .oracle import CLASSES, Expectation, Finding, Run, check
 
 MEMORY_LIMIT = 2 * 1024 ** 3  # address space of one kvrules process (a /dev/zero read stops here)
-ALL_CLASSES = CLASSES + ("harness_errors",)
+ALL_CLASSES = CLASSES + outputs.OUTPUT_CLASSES + ("harness_errors",)
 
 
 @dataclass
@@ -120,6 +122,8 @@ def run_kvrules(label: str, args: list[str], timeout: float, cwd: Path,
 def fuzz_one(seed: int, index: int, workdir: Path, timeout: float,
              keep: Path | None) -> MutantResult:
     """Build, run and judge mutant ``index``; the mutant folder is removed (or kept) after."""
+    if outputs.chosen(seed, index):
+        return fuzz_output(seed, index, workdir, timeout, keep)
     try:
         mutant = mut.build_mutant(seed, index, workdir)
     except Exception:  # a bug of the harness, not of kvrules: report it, go on
@@ -152,6 +156,27 @@ def fuzz_one(seed: int, index: int, workdir: Path, timeout: float,
         (dest / "README.txt").write_text(describe(result, with_stderr=40), encoding="utf-8")
         result.kept = dest
     mut.remove_tree(mutant.folder)
+    return result
+
+
+def fuzz_output(seed: int, index: int, workdir: Path, timeout: float,
+                keep: Path | None) -> MutantResult:
+    """Build, run and judge output mutant ``index`` (see :mod:`tests.fuzz.outputs`)."""
+    try:
+        mutant = outputs.build_output_mutant(seed, index, workdir)
+        runs, findings = outputs.run_output_mutant(mutant, timeout, run_kvrules)
+    except Exception:  # a bug of the harness, not of kvrules: report it, go on
+        return MutantResult(seed, index, "output", ["<output mutant could not be run>"],
+                            findings=[Finding("harness_errors", traceback.format_exc())])
+    result = MutantResult(seed, index, "output", mutant.descriptions, runs, findings)
+    if result.failed and keep is not None:
+        dest = keep / f"seed{seed}-m{index:05d}"
+        if dest.exists():
+            mut.remove_tree(dest)
+        mut.copy_tree(mutant.folder, dest / "output")
+        (dest / "README.txt").write_text(describe(result, with_stderr=40), encoding="utf-8")
+        result.kept = dest
+    outputs.remove_output_mutant(mutant.folder)
     return result
 
 
@@ -225,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         with tempfile.TemporaryDirectory(prefix="kvrules-fuzz-") as tmp:
             for i in args.only or range(args.mutants):
+                if outputs.chosen(args.seed, i):
+                    o = outputs.build_output_mutant(args.seed, i, Path(tmp))
+                    print(f"{i} (output): " + "; ".join(o.descriptions))
+                    outputs.remove_output_mutant(o.folder)
+                    continue
                 m = mut.build_mutant(args.seed, i, Path(tmp))
                 print(f"{i} ({m.kind}): " + "; ".join(m.descriptions))
                 mut.remove_tree(m.folder)

@@ -228,3 +228,26 @@ def test_seed_3_mutants_that_broke_the_harness_now_build(tmp_path: Path) -> None
         built = mut.build_mutant(3, index, tmp_path / str(index))
         assert built.kind == "rules" and built.descriptions
         mut.remove_tree(built.folder)
+
+
+def test_output_mutants_are_reproducible_and_judged(tmp_path: Path) -> None:
+    from . import outputs
+    index = next(i for i in range(100) if outputs.chosen(7, i))
+    a = outputs.build_output_mutant(7, index, tmp_path / "a")
+    b = outputs.build_output_mutant(7, index, tmp_path / "b")
+    assert (a.argv, a.output, a.runs) == (b.argv, b.output, b.runs)
+    before = outputs.digests(a.folder)
+    plan = next(a.folder.glob("in/*/collection-plan.json"))
+    plan.write_text("{}", encoding="utf-8")
+    (a.cwd / "foreign" / "thesis.txt").unlink()
+    (a.folder / "stray.txt").write_text("x", encoding="utf-8")
+    done = Run("output run 1", ["kvrules"], 2, "", "")
+    found = {f.cls for f in outputs.judge(done, a, before, outputs.digests(a.folder))}
+    assert {"stray_files", "foreign_lost"} <= found
+    a.evidence = "in"
+    found = {f.cls for f in outputs.judge(done, a, before, outputs.digests(a.folder))}
+    assert "inputs_changed" in found
+    assert outputs.DATASET_MARKER == __import__("kvrules.verdicts.dataset",
+                                                fromlist=["MARKER"]).MARKER
+    for m in (a, b):
+        outputs.remove_output_mutant(m.folder)

@@ -5,7 +5,7 @@ The long run is ``python -m tests.fuzz --mutants 10000 --seed S`` (tests/fuzz/RE
 """
 from __future__ import annotations
 
-from .run import describe, fuzz, summary
+from .run import FuzzResult, describe, fuzz, summary
 
 SAMPLE_SEED = 20261203
 SAMPLE_MUTANTS = 40
@@ -15,3 +15,9 @@ def test_fuzz_sample_finds_no_failure() -> None:
     res = fuzz(SAMPLE_MUTANTS, SAMPLE_SEED, jobs=2, timeout=15)
     report = "\n\n".join(describe(r) for r in res.failures)
     assert not res.failures, f"{report}\n\n{summary(res)}"
+    assert_output_mutants_ran(res)
+
+
+def assert_output_mutants_ran(res: FuzzResult) -> None:
+    """The sample includes random --output destinations (tests/fuzz/outputs.py)."""
+    assert sum(r.kind == "output" for r in res.results) >= 5

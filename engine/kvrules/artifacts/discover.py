@@ -241,3 +241,34 @@ def _safe_id(value: object) -> bool:
     except (UnicodeError, ValueError):
         return False
     return True
+
+
+def read_folders(paths: Paths) -> Iterator[tuple[str, Path]]:
+    """(label, real path) of every folder a run reads for ``paths``, without reading any
+    evidence: each input as given (a glob expanded, a missing path as typed), the campaigns
+    below a folder of campaigns, and every cell folder that is a symbolic link. Writers
+    compare their destination with these, so no output lands inside evidence even where a
+    link leads out of the folder that was named."""
+    for given in input_paths(paths):
+        matches = ([given] if GLOB_CHARS.isdisjoint(given) or os.path.lexists(given)
+                   else sorted(glob.glob(given, recursive=True)) or [given])
+        for label in matches:
+            root = Path(os.path.realpath(label))
+            yield label, root
+            if root.is_dir() and not (root / RAW_DIR).is_dir():
+                yield from _linked_folders(label, root)
+
+
+def _linked_folders(label: str, root: Path) -> Iterator[tuple[str, Path]]:
+    """Campaigns below an archive (linked or not) and the linked cells of each campaign."""
+    campaigns = [(label, root)] if _is_campaign(root) else _campaigns_below(label, root)
+    for name, campaign in campaigns:
+        if campaign is not root:
+            yield name, Path(os.path.realpath(campaign))
+        try:
+            with os.scandir(campaign / CELLS_DIR) as entries:
+                links = [entry.name for entry in entries if entry.is_symlink()]
+        except OSError:  # no cells/ folder, or unreadable: discovery reports it
+            continue
+        for cell in links:
+            yield f"{name}/{CELLS_DIR}/{cell}", Path(os.path.realpath(campaign / CELLS_DIR / cell))

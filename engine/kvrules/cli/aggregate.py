@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import consumer_options as opt
-from kvrules.cli.common import check_output, usage_errors, write_text
+from kvrules.cli.common import usage_errors, write_text
+from kvrules.cli.destination import check_destination
 
 HELP = (
     "Write the formal rows of ok cells as parquet or CSV (spec 6.2).\n\n"
@@ -21,7 +22,8 @@ EPILOG = ("Examples:\n\nkvrules aggregate examples/dense-legacy-stamp-format "
 
 def aggregate(campaigns: opt.Campaigns,
               output: Annotated[Path, typer.Option(
-                  "--output", "-o", metavar="FILE", help="The rows file: .parquet or .csv.",
+                  "--output", "-o", metavar="FILE", help="The rows file: .parquet or .csv "
+                  "(atomically; never over or inside a CAMPAIGN, --plan or --rules).",
                   show_default=False)],
               rules: opt.Rules = None, plan: opt.Plan = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None,
@@ -34,7 +36,7 @@ def aggregate(campaigns: opt.Campaigns,
     from kvrules.consumers.rows import write_rows
     jobs = opt.jobs(jobs)
     with usage_errors():
-        check_output(output)
+        check_destination(output, campaigns, (plan, rules))
         with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),
                                      plan=opt.plan_arg(plan), jobs=jobs)

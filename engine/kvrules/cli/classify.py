@@ -46,7 +46,12 @@ def classify(
         case_sensitive=False)] = Format.text,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", metavar="FILE", help="Write the report to FILE (atomically) "
-        "instead of stdout.", show_default=False)] = None,
+        "instead of stdout; with --format parquet, the dataset folder DIR. Never over or "
+        "inside a PATH, --plan or --rules.", show_default=False)] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="With --format parquet: replace an existing --output folder "
+        "that kvrules did not write, deleting everything in it (a dataset kvrules wrote, "
+        "or an empty folder, is replaced without it).")] = False,
     no_dense_synthetic_kv: Annotated[bool, typer.Option(
         "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
         "the legacy classification, exactly.")] = False,
@@ -63,7 +68,7 @@ def classify(
         "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
     job = ClassifyJob(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-                      cache, no_cache, executor, scheduler, progress)
+                      cache, no_cache, executor, scheduler, progress, overwrite)
     raise typer.Exit(run(job))
 
 

@@ -11,7 +11,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from kvrules.cli.common import CellProgress, check_output, usage_errors, write_lines
+from kvrules.cli.common import CellProgress, usage_errors, write_lines
+from kvrules.cli.destination import Kind, check_destination
 from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
 
 if TYPE_CHECKING:  # the library is imported when the job runs, not for --help
@@ -44,6 +45,7 @@ class ClassifyJob:
     executor: ExecutorName = ExecutorName.local
     scheduler: str | None = None
     progress: bool = False
+    overwrite: bool = False
 
 
 def run(job: ClassifyJob) -> int:
@@ -55,7 +57,7 @@ def run(job: ClassifyJob) -> int:
     cache = verdict_cache(job.cache, job.no_cache)
     fmt, output = job.fmt, job.output
     with usage_errors(job.max_errors):
-        _check_destination(fmt, output)
+        _check_destination(job)
         parameters = {"dense_synthetic_kv": False} if job.no_dense_synthetic_kv else None
         policy = api.load_policy(job.rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
@@ -68,7 +70,7 @@ def run(job: ClassifyJob) -> int:
                              done=lambda: policy.close(wait=False))
             if fmt is Format.parquet:
                 from kvrules.verdicts.dataset import write_dataset
-                write_dataset(cells, output)  # type: ignore[arg-type]
+                write_dataset(cells, output, job.overwrite)  # type: ignore[arg-type]
             else:
                 write_lines(_lines(fmt, policy, cells, output), output)
         _cache_summary(cache, job.progress)
@@ -132,16 +134,15 @@ def _encodes(stream: Any, text: str) -> bool:
     return True
 
 
-def _check_destination(fmt: Format, output: Path | None) -> None:
-    """A report goes to a file or stdout; a parquet dataset to a folder named by --output."""
-    if fmt is not Format.parquet:
-        check_output(output)
-        return
-    from kvrules.diagnostics import KvrulesUsageError
-    if output is None or output == Path("-"):
+def _check_destination(job: ClassifyJob) -> None:
+    """A report goes to a file or stdout, a parquet dataset to a folder named by --output;
+    neither over nor inside what the run reads (checked before any cell is classified)."""
+    parquet = job.fmt is Format.parquet
+    if parquet and (job.output is None or job.output == Path("-")):
+        from kvrules.diagnostics import KvrulesUsageError
         raise KvrulesUsageError("--format parquet writes a folder: give it with --output DIR")
-    if output.exists() and not output.is_dir():
-        raise KvrulesUsageError(f"cannot write {output}: it is not a directory")
+    check_destination(job.output, job.paths, (job.plan, job.rules),
+                      Kind.FOLDER if parquet else Kind.FILE, job.overwrite)
 
 
 def _cache_summary(cache: "VerdictCache | None", asked: bool = False) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 import sys
 import time
 import tempfile
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO, cast
 
+from kvrules.cli import destination
 from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:
@@ -90,27 +92,18 @@ def _atomic_file(path: Path) -> tuple[TextIO, Path]:
                                     newline="\n")), Path(tmp)
 
 
-STDOUT = Path("-")
+STDOUT = Path(destination.STDOUT)
 """``--output -``: standard output, as most tools spell it."""
 
 PIPE_CLOSED_EXIT = 128 + 13
 """Exit status when the reader of stdout went away (SIGPIPE's, as a shell reports it)."""
 
 
-def check_output(output: Path | None) -> None:
-    """Fail early (usage error) when ``output`` cannot be a file: checked before any work."""
-    if output is None or output == STDOUT:
-        return
-    if output.is_dir():
-        raise KvrulesUsageError(f"cannot write {output}: it is a directory")
-    if not output.parent.is_dir():
-        raise KvrulesUsageError(f"cannot write {output}: {output.parent} is not a directory")
-
-
 @contextmanager
 def _output(output: Path | None) -> Iterator[TextIO]:
     """stdout (``output`` None or ``-``), or ``output`` written atomically: a temporary file
-    renamed on success only. A closed stdout (``| head``) ends the command quietly with
+    renamed on success only (the destination is checked by the command first, see
+    :mod:`kvrules.cli.destination`). A closed stdout (``| head``) ends the command quietly with
     :data:`PIPE_CLOSED_EXIT`, never a traceback nor the exit status of an evidence error."""
     if output is None or output == STDOUT:
         stream = _escaping_stdout()
@@ -122,19 +115,71 @@ def _output(output: Path | None) -> Iterator[TextIO]:
             os.dup2(devnull, sys.stdout.fileno())
             raise SystemExit(PIPE_CLOSED_EXIT) from None
         return
-    check_output(output)
+    if _special(output):
+        yield from _special_output(output)
+        return
     try:
         handle, tmp = _atomic_file(output)
     except OSError as exc:
-        raise KvrulesUsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
+        raise destination.cannot_write(output, exc) from None
+    written = False
     try:
         with handle:
-            yield handle
+            yield cast(TextIO, _Checked(handle, output))
+            written = True
             handle.flush()
             os.fsync(handle.fileno())  # the rename must follow a complete sync, or a power
         os.replace(tmp, output)  # cut can leave an empty report under the name
+    except OSError as exc:
+        if not written:  # raised by the caller's own work, not by this write
+            raise
+        raise destination.cannot_write(output, exc) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _special(output: Path) -> bool:
+    """``output`` is a device or a pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written
+    as it is, never replaced by a renamed file (as root, that would replace the device)."""
+    try:
+        mode = output.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _special_output(output: Path) -> Iterator[TextIO]:
+    """Write to a device or pipe in place; a failing write is a usage error."""
+    try:
+        handle = open(output, "w", encoding="utf-8", errors=ESCAPE_ERRORS, newline="\n")
+    except OSError as exc:
+        raise destination.cannot_write(output, exc) from None
+    try:
+        yield cast(TextIO, _Checked(handle, output))
+        try:
+            handle.flush()
+        except OSError as exc:
+            raise destination.cannot_write(output, exc) from None
+    finally:
+        try:
+            handle.close()
+        except OSError:  # the buffer a failed write left: the failure is reported already
+            pass
+
+
+class _Checked:
+    """A report file whose failing write (full disk, I/O error) is the usage error of an
+    unwritable destination, not a traceback; its temporary file is then removed."""
+
+    def __init__(self, handle: TextIO, output: Path) -> None:
+        self._handle = handle
+        self._output = output
+
+    def write(self, text: str) -> int:
+        try:
+            return self._handle.write(text)
+        except OSError as exc:
+            raise destination.cannot_write(self._output, exc) from None
 
 
 def write_text(text: str, output: Path | None) -> None:

@@ -16,7 +16,6 @@ from kvrules.cli.execution import ExecutorName as ExecutorName
 from kvrules.cli.execution import jobs as jobs
 from kvrules.cli.execution import running as running
 from kvrules.cli.execution import verdict_cache as verdict_cache
-from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:  # the commands import the library only when they run
     from kvrules import api
@@ -79,15 +78,3 @@ def known_policies(rules: Sequence[Path] | None) -> list[api.Policy]:
 
 def plan_arg(plan: Path | None) -> str | None:
     return str(plan) if plan is not None else None
-
-
-def check_outside(campaigns: Sequence[str], output: Path | None) -> None:
-    """Refuse an ``--output`` inside a campaign: readiness never writes inside one."""
-    if output is None:
-        return
-    target = output.resolve()
-    for campaign in campaigns:
-        root = Path(campaign).resolve()
-        if target == root or root in target.parents:
-            raise KvrulesUsageError(f"--output {output} is inside {campaign}: readiness never "
-                                    "writes inside a campaign")

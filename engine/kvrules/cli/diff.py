@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from kvrules.cli import consumer_options as opt
-from kvrules.cli.common import check_output, usage_errors, write_text
+from kvrules.cli.common import usage_errors, write_text
+from kvrules.cli.destination import check_destination
 
 
 class Format(str, Enum):
@@ -54,7 +55,8 @@ def diff(
                                         "kvrules report page with the changes marked.")]
     = Format.text,
     output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", metavar="FILE", help="Write to FILE (atomically) instead of stdout.",
+        "--output", "-o", metavar="FILE", help="Write to FILE (atomically) instead of stdout; "
+        "never over or inside a PATH, --plan, --base or --head.",
         show_default=False)] = None,
     jobs: opt.Jobs = None,
     executor: opt.Executor = opt.ExecutorName.local,
@@ -67,9 +69,9 @@ def diff(
                                         render_diff_json, render_diff_text)
     jobs = opt.jobs(jobs)
     with usage_errors():
+        check_destination(output, paths, (plan, base, head))
         old = api.load_policy(base, parse_params(base_param) or None)
         new = api.load_policy(head, parse_params(head_param) or None)
-        check_output(output)
         plan_arg = str(plan) if plan else None
         with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             if fmt is Format.html:

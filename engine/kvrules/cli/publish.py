@@ -8,6 +8,7 @@ import typer
 
 from kvrules.cli import consumer_options as opt
 from kvrules.cli.common import usage_errors, write_text
+from kvrules.cli.destination import Kind, check_destination
 
 HELP = (
     "Merge formal rows into a published table under a file lock (spec 6.3).\n\n"
@@ -22,8 +23,9 @@ EPILOG = "Example:\n\nkvrules publish rows.parquet --root published"
 
 def publish(rows: Annotated[Path, typer.Argument(metavar="ROWS", show_default=False,
                                                  help="Rows written by kvrules aggregate.")],
-            root: Annotated[Path, typer.Option("--root", metavar="DIR", show_default=False,
-                                               help="The publication root.")],
+            root: Annotated[Path, typer.Option(
+                "--root", metavar="DIR", show_default=False, help="The publication root "
+                "(written into; never ROWS or a --rules folder, nor inside one).")],
             rules: opt.KnownRules = None, fmt: opt.FormatOption = opt.Format.text,
             lock_timeout: Annotated[float, typer.Option(
                 "--lock-timeout", metavar="SECONDS", min=0,
@@ -32,6 +34,7 @@ def publish(rows: Annotated[Path, typer.Argument(metavar="ROWS", show_default=Fa
     from kvrules.consumers.publish import publish_file
     from kvrules.consumers.render import render_json, render_publication
     with usage_errors():
+        check_destination(root, (), (rows, *(rules or ())), Kind.ROOT, option="--root")
         result = publish_file(rows, root, opt.known_policies(rules), lock_timeout,
                               on_wait=lambda message: typer.echo(f"kvrules: {message}",
                                                                  err=True))

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import consumer_options as opt
-from kvrules.cli.common import check_output, usage_errors, write_text
+from kvrules.cli.common import usage_errors, write_text
+from kvrules.cli.destination import check_destination
 
 HELP = (
     "Say per cell whether a campaign is ready for full collection (spec 6.1).\n\n"
@@ -24,7 +25,8 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
               fmt: opt.FormatOption = opt.Format.text,
               output: Annotated[Path | None, typer.Option(
                   "--output", "-o", metavar="FILE", help="Write the report to FILE "
-                  "(atomically; not inside a campaign).", show_default=False)] = None,
+                  "(atomically; never over or inside a CAMPAIGN, --plan or --rules).",
+                  show_default=False)] = None,
               no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None,
               executor: opt.Executor = opt.ExecutorName.local,
               scheduler: opt.Scheduler = None, cache: opt.CacheDir = None,
@@ -33,8 +35,7 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
     from kvrules.consumers.render import render_json, render_readiness
     jobs = opt.jobs(jobs)
     with usage_errors():
-        check_output(output)
-        opt.check_outside(campaigns, output)
+        check_destination(output, campaigns, (plan, rules))
         with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
             report = assess(campaigns, opt.policy(rules, no_dense_synthetic_kv),
                             plan=opt.plan_arg(plan), jobs=jobs)

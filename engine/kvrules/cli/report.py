@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from kvrules.cli import consumer_options as opt
-from kvrules.cli.common import check_output, usage_errors, write_text
+from kvrules.cli.common import usage_errors, write_text
+from kvrules.cli.destination import check_destination
 from kvrules.diagnostics import KvrulesUsageError
 
 HELP = (
@@ -27,16 +28,15 @@ EPILOG = ("Examples:\n\nkvrules report examples/dense-sliding-window --output re
 def report(campaigns: opt.Campaigns,
            output: Annotated[Path, typer.Option(
                "--output", "-o", metavar="FILE", help="The HTML file to write (atomically; "
-               "not inside a campaign).", show_default=False)],
+               "never over or inside a CAMPAIGN, --plan or --rules).", show_default=False)],
            rules: opt.Rules = None, plan: opt.Plan = None,
            no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None) -> None:
     from kvrules.consumers.report import plotly_js, render_page, report_document
     jobs = opt.jobs(jobs)
     with usage_errors():
-        check_output(output)
+        check_destination(output, campaigns, (plan, rules))
         if output.suffix.lower() not in (".html", ".htm"):
             raise KvrulesUsageError(f"{output}: the report file must end in .html")
-        _check_outside(campaigns, output)
         plotly_js()
         doc = report_document(campaigns, opt.policy(rules, no_dense_synthetic_kv),
                               plan=opt.plan_arg(plan), jobs=jobs)
@@ -46,16 +46,6 @@ def report(campaigns: opt.Campaigns,
         typer.echo(f"wrote {output}: {cells} cell{'s' if cells != 1 else ''}, "
                    f"{doc['summary']['rows']['total']} formal rows, {size:.1f} MB")
     raise typer.Exit(0)
-
-
-def _check_outside(campaigns: list[str], output: Path) -> None:
-    """The page is never written inside a campaign (a report does not change evidence)."""
-    target = output.resolve()
-    for campaign in campaigns:
-        root = Path(campaign).resolve()
-        if target == root or root in target.parents:
-            raise KvrulesUsageError(f"--output {output} is inside {campaign}: a report never "
-                                    "writes inside a campaign")
 
 
 def register(app: typer.Typer) -> None:
