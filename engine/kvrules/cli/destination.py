@@ -13,8 +13,7 @@ here, before any work, with the same rules and the same messages:
 
 A failure is a :class:`KvrulesUsageError` (``kvrules: error: ...``, exit status 2). The
 writers (:mod:`kvrules.cli.common`, :mod:`kvrules.verdicts.dataset`) turn an ``OSError`` at
-write time into the same error through :func:`cannot_write`. Typer-free: ``classify`` runs
-its job without the command line's library (:mod:`kvrules.cli.handoff`).
+write time into the same error through :func:`cannot_write`.
 """
 from __future__ import annotations
 
