@@ -13,6 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from helpers import cli_runner
 
 _CACHE: list[str] = []
 
@@ -21,6 +24,12 @@ def pytest_configure(config: object) -> None:
     _CACHE.append(tempfile.mkdtemp(prefix="kvrules-test-cache-"))
     os.environ["KVRULES_CACHE_DIR"] = _CACHE[0]
     os.environ.pop("KVRULES_NO_CACHE", None)
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """typer's test runner, stderr apart from stdout."""
+    return cli_runner()
 
 
 def pytest_unconfigure(config: object) -> None:

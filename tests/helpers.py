@@ -12,7 +12,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typer.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DENSE = "dense-legacy-stamp-format"
@@ -119,3 +122,13 @@ def kvrules_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``kvrules ARGS`` as a whole process (exit status, stderr), run in ``cwd``."""
     return subprocess.run([sys.executable, "-m", "kvrules", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
+
+
+def cli_runner() -> "CliRunner":
+    """typer's test runner with stderr kept apart from stdout (click < 8.2 mixes them
+    unless told otherwise; 8.2 and later keep them apart by themselves)."""
+    from typer.testing import CliRunner
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()

@@ -134,14 +134,6 @@ EXPECTED: dict[str, list[Diagnostic]] = {
 }
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def test_the_shipped_policy_checks_clean() -> None:
     result = check_policy()
     assert (result.diagnostics, result.exit_code, result.rules) == ((), 0, 78)

@@ -23,14 +23,6 @@ DENSE = Outcome("ok", "skip:dense_model_content_insensitive", True)
 FAKE = Outcome("ok", "fake_fallback", False)
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def _example(name: str) -> str:
     return str(REPO / "examples" / name)
 

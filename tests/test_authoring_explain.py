@@ -37,14 +37,6 @@ def policy() -> CompiledPolicy:
     return compile_policy()
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def _explain(policy: CompiledPolicy, example: str, point: int | None,
              cell: str = CELL) -> PointExplanation | CellExplanation:
     return explain(str(EXAMPLES / example), cell, point, policy)

@@ -20,14 +20,6 @@ CLEAN = str(FILES / "policies" / "clean")
 CASES = FILES / "policy_tests"
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def test_the_shipped_cases_ship_pass_and_fire_every_rule() -> None:
     names = [label for label, _, _ in find_test_files(None, None)]
     assert names == ["rules/tests/dense.yaml", "rules/tests/evidence.yaml",

@@ -14,14 +14,6 @@ from kvrules.cli.app import app
 from kvrules.consumers.rows import COLUMNS, read_rows
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told otherwise
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def test_parquet_rows_and_a_summary(runner: CliRunner, tmp_path: Path) -> None:
     campaigns = [str(copy_example(tmp_path, n)) for n in (DENSE, MOE)]
     out = tmp_path / "rows.parquet"

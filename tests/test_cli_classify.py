@@ -31,14 +31,6 @@ EXAMPLES = REPO / "examples"
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told otherwise
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 # --- the command line itself -------------------------------------------------------------
 
 def test_help_lists_classify_and_its_worked_example(runner: CliRunner) -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from helpers import cli_runner
+
 from kvrules.cli.app import app
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -26,10 +28,7 @@ def whole_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str
 
 
 def in_process(args: list[str]) -> tuple[int, str]:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:  # click >= 8.2 keeps stderr apart by itself
-        runner = CliRunner()
+    runner = cli_runner()
     result = runner.invoke(app, ["classify", *args])
     return result.exit_code, result.stdout
 

@@ -13,14 +13,6 @@ from kvrules.cli.app import app
 from kvrules.consumers.rows import write_rows
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told otherwise
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def _rows(tmp_path: Path, name: str, dense: bool = True) -> Path:
     path = tmp_path / name
     write_rows(aggregated([EXAMPLES / DENSE, EXAMPLES / MOE], policy(dense=dense)).rows, path)

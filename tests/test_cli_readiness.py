@@ -12,14 +12,6 @@ from kvrules.cli.app import app
 from kvrules.consumers.readiness import NOTE
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told otherwise
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def test_a_ready_campaign_exits_0_with_the_table(runner: CliRunner, tmp_path: Path) -> None:
     campaign = copy_example(tmp_path, DENSE)
     result = runner.invoke(app, ["readiness", str(campaign)])

@@ -13,14 +13,6 @@ from kvrules.cli.app import app
 
 
 @pytest.fixture
-def runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told otherwise
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     target = tmp_path / "published"
     published(target, [EXAMPLES / DENSE])

@@ -13,6 +13,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from helpers import cli_runner
+
 from kvrules import api
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
@@ -294,10 +296,7 @@ def test_two_decisions_with_one_id_and_a_clashing_derived_fact(tmp_path: Path) -
 
 
 def test_rules_check_never_tracebacks_on_broken_decisions(tmp_path: Path) -> None:
-    try:
-        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        runner = CliRunner()
+    runner = cli_runner()
     for i, (text, _) in enumerate(BROKEN.values()):
         policy = write_policy(tmp_path / f"p{i}", text)
         result = runner.invoke(app, ["check", str(policy)])

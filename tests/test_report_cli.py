@@ -17,14 +17,6 @@ DENSE_PARAMS = ["--base-param", "dense_synthetic_kv=true",
                 "--head-param", "dense_synthetic_kv=false"]
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def test_report_writes_the_page_and_exits_0(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     result = runner.invoke(app, ["report", *example_paths(), "--output", str(out)])
