@@ -80,20 +80,6 @@ def test_every_point_of_the_json_document_is_its_jsonl_line() -> None:
     assert text == stdlib_document(report)
 
 
-def test_the_json_document_is_about_the_size_of_the_jsonl_stream() -> None:
-    """What a point costs in the document is its ``jsonl`` record and an indent: a report of
-    500-point cells is within 3% of the stream's bytes (indented throughout it was 40%
-    larger, and writing the difference was most of the time ``json`` took over ``jsonl``)."""
-    from verdict_samples import point
-    cells = tuple(replace(dense_cell(), cell_id=f"cell-{c}",
-                          points=tuple(point(f"cell-{c}", i, DENSE) for i in range(1, 501)))
-                  for c in range(4))
-    report = Report(POLICY, cells)
-    document = len(render_json(report).encode())
-    stream = len("".join(iter_jsonl(report.policy, report.cells)).encode())
-    assert stream < document < 1.03 * stream
-
-
 def test_json_keeps_the_contract_key_order() -> None:
     doc = json.loads(render_json(mixed_report()))
     assert list(doc) == ["kvrules_version", "policy", "cells", "summary"]
