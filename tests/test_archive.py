@@ -17,10 +17,10 @@ import distributed
 import pytest
 
 from kvrules import api
-from kvrules.archive import cluster
-from kvrules.archive.cluster import DaskExecutor
-from kvrules.archive.executors import OnDemand
-from kvrules.archive.executors import executor as open_executor
+from kvrules.executors import dask_cluster as cluster
+from kvrules.executors.dask_cluster import DaskExecutor
+from kvrules.executors.choose import OnDemand
+from kvrules.executors.choose import executor as open_executor
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.diagnostics import ENGINE_FAILURE, KvrulesUsageError
 from kvrules.verdicts.render import iter_jsonl
@@ -252,7 +252,7 @@ WARM_DASK_LOCAL = """
 import sys
 from pathlib import Path
 from kvrules import api
-from kvrules.archive.executors import executor
+from kvrules.executors.choose import executor
 from kvrules.cache.verdicts import VerdictCache
 paths, folder = sys.argv[1:-1], sys.argv[-1]
 policy = api.load_policy()

@@ -12,11 +12,11 @@ import doc_pages
 import pytest
 from typer.testing import CliRunner
 
-from kvrules.authoring.explain import PointExplanation, explain, explain_point, load_traced
-from kvrules.authoring.explain_cell import CellExplanation, Check
-from kvrules.authoring.explain_report import render_explanation_json, render_point_text
+from kvrules.authoring.explain.point import PointExplanation, explain, explain_point, load_traced
+from kvrules.authoring.explain.cell import CellExplanation, Check
+from kvrules.authoring.explain.report import render_explanation_json, render_point_text
 from kvrules.authoring.policyinfo import deciders
-from kvrules.authoring.rulefacts import Evidence
+from kvrules.authoring.explain.rulefacts import Evidence
 from kvrules.cli.app import app
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy.compiled import CompiledPolicy

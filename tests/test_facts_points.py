@@ -17,7 +17,7 @@ from kvrules import api
 from kvrules.artifacts.model import Document, ResultColumns
 from kvrules.facts.model import CellFacts, Fact, PointRow
 from kvrules.facts.points import PointTable, point_table
-from kvrules.runtime.classes import (MISSING, point_classes, point_key, projection,
+from kvrules.pointclasses import (MISSING, point_classes, point_key, projection,
                                      projection_key)
 
 FIELDS = ("benchmark_id", "point_type", "batch_size", "total_prefill_tokens",

@@ -20,13 +20,13 @@ STAGES: tuple[tuple[str, ...], ...] = (
     ("artifacts",),
     ("facts",),
     ("policy",),
-    ("runtime",),
+    ("pointclasses",),
     ("backend",),
     ("verdicts",),
     ("pipeline",),
     ("cache", "workers"),
     ("api",),
-    ("consumers", "authoring", "archive"),
+    ("consumers", "authoring", "executors"),
     ("cli",),
 )
 """Pipeline stages in order; stages of one tuple are peers (neither may import the other
@@ -38,7 +38,7 @@ STAGE_ALIASES = {"__main__": "cli"}
 
 BACKEND = "kvrules.backend.durable"
 ENGINE_MODULES = {"durable", "durable_rules_engine"}
-POLICY_MUST_NOT_IMPORT = {"runtime", "backend", "verdicts"}
+POLICY_MUST_NOT_IMPORT = {"pointclasses", "backend", "verdicts"}
 
 
 @dataclass(frozen=True)
@@ -204,21 +204,21 @@ def test_function_level_and_relative_imports_are_seen(tmp_path: Path) -> None:
     package = _package(tmp_path, {
         "__init__.py": "", "policy/__init__.py": "", "policy/model.py": "",
         "policy/parse.py": ("from . import model\nfrom .model import Rule\n"
-                            "def f():\n    if True:\n        import kvrules.runtime.classes\n"),
+                            "def f():\n    if True:\n        import kvrules.pointclasses\n"),
     })
     assert imports_of(package / "policy" / "parse.py", package) == [
         Import("kvrules.policy.parse", "kvrules.policy.model", 1),
         Import("kvrules.policy.parse", "kvrules.policy.model", 2, ("Rule",)),
-        Import("kvrules.policy.parse", "kvrules.runtime.classes", 5),
+        Import("kvrules.policy.parse", "kvrules.pointclasses", 5),
     ]
 
 
 @pytest.mark.parametrize("imp, why", [
-    (Import("kvrules.policy.parse", "kvrules.runtime.classes", 5),
-     "stage 'policy' imports the later stage 'runtime'"),
+    (Import("kvrules.policy.parse", "kvrules.pointclasses", 5),
+     "stage 'policy' imports the later stage 'pointclasses'"),
     (Import("kvrules.facts.extract", "kvrules.pipeline", 3),
      "stage 'facts' imports the later stage 'pipeline'"),
-    (Import("kvrules.authoring.joins", "kvrules.backend.durable.session", 9),
+    (Import("kvrules.authoring.explain.joins", "kvrules.backend.durable.session", 9),
      "use the public names of kvrules.backend.durable, not its modules"),
     (Import("kvrules.pipeline", "durable.lang", 1),
      "durable-rules is imported only inside kvrules.backend.durable"),

@@ -20,8 +20,8 @@ from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.check import check_policy
 from kvrules.authoring.coverage import Coverage
-from kvrules.authoring.explain import PointExplanation, explain
-from kvrules.authoring.joins import trace_cell
+from kvrules.authoring.explain.point import PointExplanation, explain
+from kvrules.authoring.explain.joins import trace_cell
 from kvrules.authoring.policyinfo import deciders
 from kvrules.cli.rules import app
 from kvrules.facts.extract import extract_cell

@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
-from kvrules.authoring.causes import qualification_failures
-from kvrules.authoring.explain import load_traced
+from kvrules.authoring.explain.causes import qualification_failures
+from kvrules.authoring.explain.point import load_traced
 from kvrules.pipeline import compile_policy
 from kvrules.policy.compiled import CompiledPolicy
 

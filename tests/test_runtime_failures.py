@@ -9,7 +9,7 @@ from kvrules.artifacts.load import load_cell
 from kvrules.facts.extract import extract_cell
 from kvrules.backend.durable import session
 from kvrules.facts.points import point_table
-from kvrules.runtime.classes import point_classes
+from kvrules.pointclasses import point_classes
 
 
 def test_an_action_error_makes_the_cell_an_engine_failure_not_a_verdict(monkeypatch):

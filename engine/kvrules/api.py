@@ -105,7 +105,7 @@ class Executor(Protocol):
     """Where the cells the verdict cache does not hold are classified.
 
     The default runs them here (``--jobs`` extraction processes, one supervised engine);
-    :mod:`kvrules.archive` adds Dask clusters. Batches come and go in input order.
+    :mod:`kvrules.executors` adds Dask clusters. Batches come and go in input order.
     """
 
     batch_cells: int

@@ -24,7 +24,7 @@ from kvrules.facts.points import point_table
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.compiled import compile_rules
-from kvrules.runtime.classes import point_classes, projection_key
+from kvrules.pointclasses import point_classes, projection_key
 from kvrules.backend import durable
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell

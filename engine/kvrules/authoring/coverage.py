@@ -8,7 +8,7 @@ authored rule and is not counted.
 
 *Condition coverage*: every atomic condition (one field test, after ``not`` is pushed down)
 must be seen both true and false *where it decided its pattern*. For each case, every rule's
-join is replayed over the session's facts (:func:`kvrules.authoring.joins.walk`); for each
+join is replayed over the session's facts (:func:`kvrules.authoring.explain.joins.walk`); for each
 fact reaching a pattern, a condition's outcome is recorded only when flipping that one
 condition would flip the pattern's result on that fact (the "unique cause" of MC/DC). This
 is sound in both directions: an outcome is never credited for a fact no rule could have
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvrules.authoring.joins import Env, SessionFact, Traced, walk
+from kvrules.authoring.explain.joins import Env, SessionFact, Traced, walk
 from kvrules.policy.evaluate import atoms, eval_atom
 from kvrules.policy.decisions import is_pick_rule, step_rules
 from kvrules.policy.model import Atom, Expr, Pattern, Policy, Rule

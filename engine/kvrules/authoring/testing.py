@@ -3,7 +3,7 @@
 The runner yields one :class:`CaseResult` per case and feeds every evaluated case to a
 :class:`~kvrules.authoring.coverage.Coverage` tracer; reporters (``testing_report``) only
 consume those values. Each case is classified exactly as ``classify`` would classify it
-(:func:`kvrules.authoring.joins.trace_cell`), so a passing case is a claim about the product.
+(:func:`kvrules.authoring.explain.joins.trace_cell`), so a passing case is a claim about the product.
 Cases that go through the extractor (overlays and artifact folders) also feed a second
 tracer, so the report shows how much of the policy real evidence alone covers.
 """
@@ -17,7 +17,7 @@ from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
 from kvrules.authoring.cases import FORMS, RULE_TEST_ERROR, Case, find_test_files, load_cases
 from kvrules.authoring.coverage import Coverage, CoverageReport
-from kvrules.authoring.joins import Traced, trace_cell
+from kvrules.authoring.explain.joins import Traced, trace_cell
 from kvrules.authoring.overlay import EditError, overlay_cell
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import extract_cell

@@ -34,7 +34,7 @@ def running(executor: ExecutorName, jobs: int, scheduler: str | None,
             cache: "VerdictCache | None" = None) -> Iterator[None]:
     """Classifications inside run on the chosen executor (and verdict cache)."""
     from kvrules import api
-    from kvrules.archive.executors import executor as open_executor
+    from kvrules.executors.choose import executor as open_executor
     with open_executor(executor.value, jobs, scheduler) as chosen:
         with api.running_on(chosen, cache):
             yield

@@ -62,8 +62,8 @@ def explain(
                                         help="text for people, json for tools.")]
     = Format.text,
 ) -> None:
-    from kvrules.authoring.explain import explain as explain_cell_or_point
-    from kvrules.authoring.explain_report import render_explanation_json, render_explanation_text
+    from kvrules.authoring.explain.point import explain as explain_cell_or_point
+    from kvrules.authoring.explain.report import render_explanation_json, render_explanation_text
     from kvrules.pipeline import compile_policy
     with usage_errors():
         params = {"dense_synthetic_kv": False} if no_dense_synthetic_kv else None

@@ -1,6 +1,6 @@
 """Lower compiled rules to durable-rules ruleset definitions (one ruleset per stratum).
 
-Conditions test encoded values (see runtime/encode.py). A rule with ``none`` patterns is
+Conditions test encoded values (see backend/durable/encode.py). A rule with ``none`` patterns is
 split into probes the runtime uses for stratified negation: ``<id>#cand`` (the positive
 part) and ``<id>#wit<i>`` (positive part plus the i-th negated pattern), both one stratum
 earlier, and the main rule joined on a ``neg_ok`` fact the runtime asserts for every

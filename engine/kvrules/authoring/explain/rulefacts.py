@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from kvrules.authoring.joins import Traced
-from kvrules.authoring.phrases import absence_text, fact_label
+from kvrules.authoring.explain.joins import Traced
+from kvrules.authoring.explain.phrases import absence_text, fact_label
 from kvrules.facts.model import Fact
 from kvrules.policy.compiler import template_refs
 from kvrules.policy.evaluate import MISSING, atoms

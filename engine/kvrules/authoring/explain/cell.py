@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from typing import Any, Callable
 
-from kvrules.authoring.causes import Cause
-from kvrules.authoring.joins import SessionFact, Traced, why_not
-from kvrules.authoring.whynot import why_not_of
-from kvrules.authoring.rulefacts import Evidence, evidence_of
+from kvrules.authoring.explain.causes import Cause
+from kvrules.authoring.explain.joins import SessionFact, Traced, why_not
+from kvrules.authoring.explain.whynot import why_not_of
+from kvrules.authoring.explain.rulefacts import Evidence, evidence_of
 from kvrules.diagnostics import Diagnostic
 from kvrules.policy.model import Pattern, Rule
 

@@ -1,6 +1,6 @@
 """``kvrules explain``: how a verdict was reached, from raw evidence, and why not otherwise.
 
-The answer comes first: the verdict and its root cause (:mod:`kvrules.authoring.causes`);
+The answer comes first: the verdict and its root cause (:mod:`kvrules.authoring.explain.causes`);
 for a cell, its ineligible points grouped by that cause. Then the work, for a point:
 the derivation of its regime (and eligibility) as a tree of fired rules down to
 the extracted facts they read, each read field with its value and its place in the evidence
@@ -19,13 +19,13 @@ from typing import Any
 
 from kvrules.artifacts.discover import discover
 from kvrules.artifacts.load import load_cell
-from kvrules.authoring.causes import Cause, point_causes, subject_only
-from kvrules.authoring.explain_cell import CellExplanation, PointsByCause, explain_cell
-from kvrules.authoring.joins import SessionFact, Traced, trace_cell, why_not
-from kvrules.authoring.phrases import fact_label, value_text
+from kvrules.authoring.explain.causes import Cause, point_causes, subject_only
+from kvrules.authoring.explain.cell import CellExplanation, PointsByCause, explain_cell
+from kvrules.authoring.explain.joins import SessionFact, Traced, trace_cell, why_not
+from kvrules.authoring.explain.phrases import fact_label, value_text
 from kvrules.authoring.policyinfo import Decider, deciders
-from kvrules.authoring.rulefacts import Evidence, evidence_of, negation_text
-from kvrules.authoring.whynot import WhyNot, why_not_of
+from kvrules.authoring.explain.rulefacts import Evidence, evidence_of, negation_text
+from kvrules.authoring.explain.whynot import WhyNot, why_not_of
 from kvrules.diagnostics import Diagnostic, KvrulesUsageError
 from kvrules.facts.extract import extract_cell
 from kvrules.policy.compiled import CompiledPolicy

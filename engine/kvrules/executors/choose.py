@@ -64,7 +64,7 @@ def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator
     if name not in EXECUTORS:
         raise KvrulesUsageError(f"--executor {name}: expected one of {', '.join(EXECUTORS)}")
     _require_distributed(name)
-    from kvrules.archive.cluster import DaskExecutor
+    from kvrules.executors.dask_cluster import DaskExecutor
     with ExitStack() as stack:
         if name == "dask":
             yield DaskExecutor(stack.enter_context(_scheduler_client(_distributed(name),
@@ -79,7 +79,7 @@ class OnDemand:
     when the cache holds every cell)."""
 
     def __init__(self, start: Callable[[], Executor]) -> None:
-        from kvrules.archive.cluster import BATCH_CELLS
+        from kvrules.executors.dask_cluster import BATCH_CELLS
         self.batch_cells = BATCH_CELLS
         self._start = start
         self._started: Executor | None = None

@@ -4,7 +4,7 @@ A point is not eligible because every step of its decision that comes before the
 one and would have given an eligible regime was stopped by something. Which regimes are
 eligible is read from the rules with an ``eligible`` action (their ``verdict_regime``
 pattern, replayed on the step's value); what stopped a step is its first blocker
-(:func:`kvrules.authoring.joins.why_not`). A step that needs a qualification the cell
+(:func:`kvrules.authoring.explain.joins.why_not`). A step that needs a qualification the cell
 does not have is stopped by that qualification's failed conditions, each listed once with
 the reasons of the rules that failed it and where in the evidence they looked.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from kvrules.authoring.joins import Blocker, Only, Traced, why_not
-from kvrules.authoring.phrases import value_text
+from kvrules.authoring.explain.joins import Blocker, Only, Traced, why_not
+from kvrules.authoring.explain.phrases import value_text
 from kvrules.authoring.policyinfo import FACT_KEYS, Decider, deciders
-from kvrules.authoring.rulefacts import Evidence, evidence_of
-from kvrules.authoring.whynot import why_not_of
+from kvrules.authoring.explain.rulefacts import Evidence, evidence_of
+from kvrules.authoring.explain.whynot import why_not_of
 from kvrules.policy.evaluate import atoms, eval_expr
 from kvrules.policy.model import Expr, Rule
 

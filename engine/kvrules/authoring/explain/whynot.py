@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from kvrules.authoring.joins import Blocker, Traced
-from kvrules.authoring.phrases import absence_text, fact_label, failed_text, or_around
-from kvrules.authoring.rulefacts import Evidence, evidence_of
+from kvrules.authoring.explain.joins import Blocker, Traced
+from kvrules.authoring.explain.phrases import absence_text, fact_label, failed_text, or_around
+from kvrules.authoring.explain.rulefacts import Evidence, evidence_of
 from kvrules.policy.evaluate import atoms
 from kvrules.policy.model import Pattern, Rule
 

@@ -9,11 +9,11 @@ import json
 from dataclasses import asdict
 from typing import Any, Sequence
 
-from kvrules.authoring.causes import Cause
-from kvrules.authoring.explain import PointExplanation, Step, ranges
-from kvrules.authoring.explain_cell import CellExplanation, GroupExplanation, PointsByCause
-from kvrules.authoring.rulefacts import Evidence
-from kvrules.authoring.whynot import WhyNot
+from kvrules.authoring.explain.causes import Cause
+from kvrules.authoring.explain.point import PointExplanation, Step, ranges
+from kvrules.authoring.explain.cell import CellExplanation, GroupExplanation, PointsByCause
+from kvrules.authoring.explain.rulefacts import Evidence
+from kvrules.authoring.explain.whynot import WhyNot
 from kvrules.diagnostics import Diagnostic
 
 
