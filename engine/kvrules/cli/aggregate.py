@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kvrules.cli import consumer_options as opt
+from kvrules.cli import options as opt
 from kvrules.cli.common import usage_errors, write_text
 from kvrules.cli.destination import check_destination
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kvrules.cli import consumer_options as opt
+from kvrules.cli import options as opt
 from kvrules.cli.classify_run import ClassifyJob, Format, run
 
 HELP = (
@@ -33,12 +33,8 @@ def classify(
     paths: Annotated[list[str], typer.Argument(
         metavar="PATH", help="Campaign or cell folders, classified in the order given.",
         show_default=False)],
-    rules: Annotated[Path | None, typer.Option(
-        "--rules", metavar="DIR", help="Policy directory to use instead of the shipped one.",
-        show_default=False)] = None,
-    plan: Annotated[Path | None, typer.Option(
-        "--plan", metavar="FILE", help="collection-plan.json for a single cell folder.",
-        show_default=False)] = None,
+    rules: opt.Rules = None,
+    plan: opt.Plan = None,
     fmt: Annotated[Format, typer.Option(
         "--format", "-f", help="text (a table) for people, json one document, jsonl "
         "streamed records, github workflow annotations of the evidence errors, parquet a "
@@ -52,9 +48,7 @@ def classify(
         "--overwrite", help="With --format parquet: replace an existing --output folder "
         "that kvrules did not write, deleting everything in it (a dataset kvrules wrote, "
         "or an empty folder, is replaced without it).")] = False,
-    no_dense_synthetic_kv: Annotated[bool, typer.Option(
-        "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1): "
-        "the legacy classification, exactly.")] = False,
+    no_dense_synthetic_kv: opt.NoDense = False,
     jobs: opt.Jobs = None,
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "

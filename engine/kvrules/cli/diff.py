@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvrules.cli import consumer_options as opt
+from kvrules.cli import options as opt
 from kvrules.cli.common import usage_errors, write_text
 from kvrules.cli.destination import check_destination
 
@@ -45,9 +45,7 @@ def diff(
         show_default=False)] = None,
     base_param: ParamOpt = [],
     head_param: ParamOpt = [],
-    plan: Annotated[Optional[Path], typer.Option(
-        "--plan", metavar="FILE", help="collection-plan.json for single cell folders.",
-        show_default=False)] = None,
+    plan: opt.Plan = None,
     fail_on_change: Annotated[bool, typer.Option(
         "--fail-on-change", help="Exit 1 when any point changed.")] = False,
     fmt: Annotated[Format, typer.Option("--format", "-f", case_sensitive=False,

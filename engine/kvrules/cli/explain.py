@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvrules.cli import options as opt
 from kvrules.cli.common import usage_errors, write_text
 
 
@@ -45,15 +46,9 @@ def explain(
     point: Annotated[Optional[int], typer.Option(
         "--point", metavar="BENCHMARK_ID", help="Explain this point of the cell.",
         show_default=False)] = None,
-    rules: Annotated[Optional[Path], typer.Option(
-        "--rules", metavar="DIR", help="Policy directory to use instead of the shipped one.",
-        show_default=False)] = None,
-    plan: Annotated[Optional[Path], typer.Option(
-        "--plan", metavar="FILE", help="collection-plan.json for a single cell folder.",
-        show_default=False)] = None,
-    no_dense_synthetic_kv: Annotated[bool, typer.Option(
-        "--no-dense-synthetic-kv", help="Turn dense synthetic KV classification off (D1).")]
-    = False,
+    rules: opt.Rules = None,
+    plan: opt.Plan = None,
+    no_dense_synthetic_kv: opt.NoDense = False,
     fails: Annotated[bool, typer.Option(
         "--fails", help="Show only what failed: the root cause, the eligible regimes not "
                         "reached, the conditions that failed and the rules that failed them.")]

@@ -1,8 +1,6 @@
-"""Options shared by the consumer commands (readiness, aggregate, publish, verify).
-
-Declared once so the four commands spell ``--rules``, ``--plan``, ``--format`` and
-``--no-dense-synthetic-kv`` exactly like ``kvrules classify``.
-"""
+"""Options shared by the commands: declared once, so every command spells ``--rules``,
+``--plan``, ``--no-dense-synthetic-kv``, ``--jobs``, ``--format`` and the executor and cache
+options alike."""
 from __future__ import annotations
 
 from enum import Enum
