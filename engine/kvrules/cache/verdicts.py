@@ -31,7 +31,7 @@ import stat
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, get_type_hints
 
 import msgspec
 
@@ -41,8 +41,8 @@ from kvrules.artifacts.load import OVERRIDES_NAME
 from kvrules.cache.policies import code_fingerprint
 from kvrules.cache.store import cache_root, read_entry, touch, write_entry
 from kvrules.diagnostics import Diagnostic, Severity
-from kvrules.verdicts.model import (POINT_FIELDS, CellVerdict, FailedCondition, PointVerdicts,
-                                    Qualification)
+from kvrules.verdicts.model import (POINT_FIELDS, CellVerdict, FailedCondition, PointVerdict,
+                                    PointVerdicts, Qualification)
 
 SUFFIX = ".verdict"
 MEMO_SUFFIX = ".files"
@@ -252,6 +252,11 @@ _Error = tuple[str, "int | None", "int | None", str, str, str, "str | None", Sev
 """A diagnostic's fields, in constructor order."""
 
 
+_Columns = tuple.__class_getitem__(tuple(  # type: ignore[attr-defined]
+    list[hint] for hint in (get_type_hints(PointVerdict)[name] for name in POINT_FIELDS)))
+"""One list per point field, of that field's type (the points of a cell, as columns)."""
+
+
 class _Entry(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     """A stored verdict: its key, then the cell verdict's fields; the points as columns
     (one list per :data:`~kvrules.verdicts.model.POINT_FIELDS` entry, in order)."""
@@ -263,9 +268,7 @@ class _Entry(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     status: str
     errors: list[_Error]
     qualifications: dict[str, tuple[bool, list[tuple[str, str]]]]
-    columns: tuple[list[str], list[int], list[str], list[int], list[int], list[str | None],
-                   list[str | None], list[bool], list[str], list[str | None],
-                   list[tuple[str, ...]], list[tuple[str, ...]]]
+    columns: _Columns
     trace: tuple[str, ...]
 
 
