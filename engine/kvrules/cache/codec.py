@@ -32,7 +32,10 @@ class Refused(ValueError):
 
 def encode(value: Any, root: Any, classes: Iterable[type]) -> bytes:
     """``value`` (a ``root``) as msgpack; raises :class:`Refused` on a value it cannot hold."""
-    return msgspec.msgpack.encode(_plain(value, root, frozenset(classes)))
+    try:
+        return msgspec.msgpack.encode(_plain(value, root, frozenset(classes)))
+    except (UnicodeEncodeError, OverflowError, TypeError, msgspec.EncodeError) as exc:
+        raise Refused(str(exc)) from None  # e.g. a lone surrogate: not cached
 
 
 def decode(payload: bytes, root: Any, classes: Iterable[type]) -> Any:

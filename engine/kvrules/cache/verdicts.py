@@ -245,7 +245,11 @@ class VerdictCache:
 
     def put(self, key: str, verdict: CellVerdict) -> None:
         """Store a freshly computed verdict (a cache that cannot be written is skipped)."""
-        write_entry(self._path(key), _encode(key, verdict))
+        try:
+            payload = _encode(key, verdict)
+        except (UnicodeEncodeError, OverflowError, TypeError, msgspec.EncodeError):
+            return  # not data msgpack holds (a lone surrogate in a name): evaluated each run
+        write_entry(self._path(key), payload)
 
 
 _Error = tuple[str, "int | None", "int | None", str, str, str, "str | None", Severity]
