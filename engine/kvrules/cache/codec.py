@@ -57,12 +57,18 @@ def _decoder(root: Any) -> msgspec.msgpack.Decoder[Any]:
     return msgspec.msgpack.Decoder(root)
 
 
-@lru_cache(maxsize=None)
+_SHAPES: dict[type, tuple[tuple[str, ...], dict[str, Any]]] = {}
+
+
 def _shape(cls: type) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """A record's field names (constructor order) and their resolved annotations."""
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-    names = tuple(f.name for f in fields(cls) if f.init)
-    return names, {n: hints[n] for n in names}
+    """A record's field names (constructor order) and their resolved annotations (worked
+    out once per class)."""
+    known = _SHAPES.get(cls)
+    if known is None:
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        names = tuple(f.name for f in fields(cls) if f.init)
+        known = _SHAPES[cls] = (names, {n: hints[n] for n in names})
+    return known
 
 
 @lru_cache(maxsize=None)

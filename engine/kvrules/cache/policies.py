@@ -134,7 +134,7 @@ def _load(path: Path, key: str) -> CompiledPolicy | None:
         stored_key, compiled = codec.decode(payload, tuple[str, CompiledPolicy], _classes())
     except codec.Refused:
         return None
-    if stored_key != key:
+    if stored_key != key or not isinstance(compiled, CompiledPolicy):
         return None
     compiled.rules = {rule.id: rule for rule in compiled.policy.rules}
     return compiled

@@ -31,7 +31,7 @@ import stat
 import time
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence, get_type_hints
+from typing import TYPE_CHECKING, Any, Sequence, get_type_hints
 
 import msgspec
 
@@ -256,8 +256,11 @@ _Error = tuple[str, "int | None", "int | None", str, str, str, "str | None", Sev
 """A diagnostic's fields, in constructor order."""
 
 
-_Columns = tuple.__class_getitem__(tuple(  # type: ignore[attr-defined]
-    list[hint] for hint in (get_type_hints(PointVerdict)[name] for name in POINT_FIELDS)))
+if TYPE_CHECKING:
+    _Columns = tuple[list[Any], ...]
+else:
+    _Columns = tuple.__class_getitem__(tuple(
+        list[hint] for hint in (get_type_hints(PointVerdict)[name] for name in POINT_FIELDS)))
 """One list per point field, of that field's type (the points of a cell, as columns)."""
 
 
@@ -295,7 +298,7 @@ def _encode(key: str, verdict: CellVerdict) -> bytes:
              for name, q in verdict.qualifications.items()}
     return _ENCODER.encode(_Entry(key, verdict.campaign, verdict.cell_id,
                                   verdict.workload_kind, verdict.status, errors, quals,
-                                  tuple(_columns(verdict)),  # type: ignore[arg-type]
+                                  tuple(_columns(verdict)),
                                   verdict.trace))
 
 
