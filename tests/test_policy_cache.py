@@ -41,7 +41,7 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 
 def entries(root: Path) -> list[Path]:
-    return sorted((root / "policies").glob("*.pickle"))
+    return sorted((root / "policies").glob(f"*{policies.SUFFIX}"))
 
 
 def own_policy(tmp_path: Path) -> Path:
@@ -105,9 +105,11 @@ def test_an_edited_shipped_rule_file_is_recompiled(cache: Path, compiles: list[o
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped byte", "garbage payload",
-                                    "foreign key", "not a policy"])
+                                    "foreign key", "not a policy", "ill-typed policy",
+                                    "a pickle"])
 def test_a_corrupt_entry_is_recompiled_and_rewritten(cache: Path, compiles: list[object],
-                                                      damage: str) -> None:
+                                                      damage: str, tmp_path: Path) -> None:
+    import msgspec
     import pickle
 
     good = api.load_policy()
@@ -117,16 +119,60 @@ def test_a_corrupt_entry_is_recompiled_and_rewritten(cache: Path, compiles: list
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "flipped byte":
         entry.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
-    elif damage == "garbage payload":  # a valid checksum over bytes that are no pickle
-        store.write_entry(entry, b"\x80\x05not a pickle")
+    elif damage == "garbage payload":  # a valid checksum over bytes that are no msgpack
+        store.write_entry(entry, b"\xc1not msgpack")
     elif damage == "foreign key":  # a well-formed entry written for another key
-        store.write_entry(entry, pickle.dumps(("0" * 64, good.compiled)))
-    else:
-        store.write_entry(entry, pickle.dumps((entry.stem, {"rules": []})))
+        store.write_entry(entry, policies._encode("0" * 64, good.compiled))
+    elif damage == "not a policy":  # well-formed msgpack of another shape
+        store.write_entry(entry, msgspec.msgpack.encode([entry.stem, {"rules": []}]))
+    elif damage == "ill-typed policy":  # the right shape with a field of the wrong type
+        tree = msgspec.msgpack.decode(store.read_entry(entry))
+        tree[1]["strata"] = {"rule": "not a number"}
+        store.write_entry(entry, msgspec.msgpack.encode(tree))
+    else:  # code: never loaded, so never run
+        marker = tmp_path / "ran"
+        store.write_entry(entry, pickle.dumps(Planted(str(marker))))
     again = api.load_policy()
+    assert not (tmp_path / "ran").exists()
     assert len(compiles) == 2
     assert again.identity == good.identity
     assert entries(cache) == [entry] and policies._load(entry, entry.stem) is not None
+
+
+class Planted:
+    """Unpickling this creates the file ``marker`` (what a planted pickle could do)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (open, (self.marker, "w"))
+
+
+def test_a_loaded_policy_classifies_as_the_compiled_one(cache: Path) -> None:
+    """The stored form is data: every field of the policy comes back equal, with the same
+    types (an operand's tuple stays a tuple, a reference a Ref)."""
+    compiled = api.load_policy().compiled
+    [entry] = entries(cache)
+    loaded = policies._load(entry, entry.stem)
+    assert loaded is not None and loaded is not compiled
+    assert loaded == compiled and types_of(loaded) == types_of(compiled)
+    assert all(loaded.rules[r.id] is r for r in loaded.policy.rules)
+    report = api.classify([str(EXAMPLE)], api.Policy(loaded, None))
+    assert report.to_dict() == api.classify([str(EXAMPLE)], api.Policy(compiled, None)).to_dict()
+
+
+def types_of(value: object) -> object:
+    """The type of ``value`` and of everything inside it, as a tree."""
+    import dataclasses
+    if dataclasses.is_dataclass(value):
+        return type(value), [types_of(getattr(value, f.name))
+                             for f in dataclasses.fields(value)]
+    if isinstance(value, dict):
+        return dict, [(types_of(k), types_of(v)) for k, v in value.items()]
+    if isinstance(value, (list, tuple, frozenset)):
+        return type(value), [types_of(v) for v in sorted(value, key=repr)]
+    return type(value)
 
 
 def test_another_kvrules_version_never_loads_the_entry(cache: Path, compiles: list[object],
@@ -180,7 +226,7 @@ def test_whole_process_runs_agree_with_and_without_a_cache_hit(tmp_path: Path) -
     written = entry.stat().st_ino
     warm = run(["classify", str(EXAMPLE), "--format", "json"], env)
     assert entry.stat().st_ino == written  # loaded, not rewritten (a write renames a new file)
-    entry.write_bytes(b"kvrules-cache-1\n" + b"\0" * 40)
+    entry.write_bytes(store.MAGIC + b"\0" * 40)
     repaired = run(["classify", str(EXAMPLE), "--format", "json"], env)
     uncached = run(["classify", str(EXAMPLE), "--format", "json"],
                    {**env, "KVRULES_NO_CACHE": "1"})

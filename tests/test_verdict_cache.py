@@ -319,3 +319,16 @@ def test_progress_shows_the_cells_that_came_from_the_cache(archive: list[str],
     assert f"0 of {len(archive)} cells from the verdict cache".encode() in cold.stderr
     n = len(archive)
     assert f"{n} of {n} cells from the verdict cache".encode() in warm.stderr
+
+
+def test_a_verdict_msgpack_cannot_hold_is_not_cached(tmp_path: Path) -> None:
+    """A lone surrogate (from an undecodable file name) has no UTF-8 form: the verdict is
+    evaluated each run instead of stored, and putting it raises nothing."""
+    from kvrules.cache.verdicts import VerdictCache
+    from kvrules.verdicts.model import CellVerdict
+
+    cache = VerdictCache(tmp_path / "verdicts")
+    verdict = CellVerdict(campaign="c\udcff", cell_id="x", workload_kind=None, status="ok",
+                          errors=(), qualifications={}, points=())
+    cache.put("ab" * 32, verdict)
+    assert cache.get("ab" * 32) is None and not list((tmp_path / "verdicts").rglob("*"))[1:]

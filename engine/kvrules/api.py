@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from kvrules.artifacts.discover import CellRef, Paths, discover, iter_discover
+from kvrules.artifacts.validate import prepare_validators
 from kvrules.diagnostics import ENGINE_FAILURE
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
@@ -28,7 +29,6 @@ from kvrules.pipeline import Classifier, prepare
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
-from kvrules.cache.validators import prepare_validators
 from kvrules.cache.verdicts import VerdictCache
 from kvrules.workers import ExtractionWorkers, extract_ref
 from kvrules.verdicts.model import CellVerdict, Report
@@ -244,7 +244,7 @@ def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
     total = len(refs)
     if total:
         policy.classifier.start()  # before the extraction workers fork: it holds no pipe of theirs
-        prepare_validators()  # and the workers inherit the compiled schema validators
+        prepare_validators()  # and the workers inherit the generated schema validators
     if jobs <= 1 or total <= 1:
         cells = (extract_ref(r) for r in refs)  # pulled one at a time by the stream
         yield from _counted(policy.classifier.classify_stream(cells), total, progress)

@@ -24,13 +24,15 @@ if __package__ in (None, ""):  # run as a script: make ``tests.fuzz`` importable
     from tests.fuzz import mutations as mut  # noqa: E402
     from tests.fuzz import outputs  # noqa: E402
     from tests.fuzz.oracle import CLASSES, Expectation, Finding, Run, check  # noqa: E402
+    from tests.fuzz.cache_tamper import CACHE_CLASSES, fuzz_cache  # noqa: E402
 else:
     from . import mutations as mut
     from . import outputs
     from .oracle import CLASSES, Expectation, Finding, Run, check
+    from .cache_tamper import CACHE_CLASSES, fuzz_cache
 
 MEMORY_LIMIT = 2 * 1024 ** 3  # address space of one kvrules process (a /dev/zero read stops here)
-ALL_CLASSES = CLASSES + outputs.OUTPUT_CLASSES + ("harness_errors",)
+ALL_CLASSES = CLASSES + outputs.OUTPUT_CLASSES + CACHE_CLASSES + ("harness_errors",)
 
 
 @dataclass
@@ -95,10 +97,11 @@ def _limits() -> None:
 
 
 def run_kvrules(label: str, args: list[str], timeout: float, cwd: Path,
-                report_expected: bool) -> Run:
-    """One whole kvrules process, killed (with its process group) after ``timeout`` seconds."""
+                report_expected: bool, env: dict[str, str] | None = None) -> Run:
+    """One whole kvrules process, killed (with its process group) after ``timeout`` seconds
+    (``env``: variables set for it on top of this process's)."""
     argv = [sys.executable, "-m", "kvrules", *args]
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", COLUMNS="120")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", COLUMNS="120", **(env or {}))
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, start_new_session=True,
@@ -242,6 +245,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", type=lambda s: [int(x) for x in s.split(",") if x],
                    default=None, help="run only these mutant indices (comma separated)")
     p.add_argument("--list", action="store_true", help="print the mutations, run nothing")
+    p.add_argument("--cache-mutants", type=int, default=0,
+                   help="also run this many cache mutants (tampered cache folders)")
     return p.parse_args(argv)
 
 
@@ -262,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kvrules-fuzz-cache-") as cache:
         os.environ.setdefault("KVRULES_CACHE_DIR", cache)  # this run's, not the user's
         res = fuzz(args.mutants, args.seed, args.jobs, args.timeout, args.keep, args.only)
+    if args.cache_mutants:
+        cached = fuzz_cache(args.cache_mutants, args.seed, args.jobs, args.timeout)
+        res = FuzzResult(res.seed, res.results + cached.results, res.seconds + cached.seconds)
     for r in res.failures:
         print(describe(r))
         print()

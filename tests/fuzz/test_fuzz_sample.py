@@ -5,10 +5,12 @@ The long run is ``python -m tests.fuzz --mutants 10000 --seed S`` (tests/fuzz/RE
 """
 from __future__ import annotations
 
+from .cache_tamper import fuzz_cache
 from .run import FuzzResult, describe, fuzz, summary
 
 SAMPLE_SEED = 20261203
 SAMPLE_MUTANTS = 40
+SAMPLE_CACHE_MUTANTS = 8
 
 
 def test_fuzz_sample_finds_no_failure() -> None:
@@ -21,3 +23,10 @@ def test_fuzz_sample_finds_no_failure() -> None:
 def assert_output_mutants_ran(res: FuzzResult) -> None:
     """The sample includes random --output destinations (tests/fuzz/outputs.py)."""
     assert sum(r.kind == "output" for r in res.results) >= 5
+
+
+def test_fuzz_cache_sample_finds_no_failure() -> None:
+    """Tampered cache folders: no code runs from an entry, the report is the uncached one."""
+    res = fuzz_cache(SAMPLE_CACHE_MUTANTS, SAMPLE_SEED, jobs=2, timeout=15)
+    report = "\n\n".join(describe(r) for r in res.failures)
+    assert not res.failures, f"{report}\n\n{summary(res)}"

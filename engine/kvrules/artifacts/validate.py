@@ -82,15 +82,12 @@ _ITEM_FAST_PATHS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 
 FAST_SCHEMAS = ("rank.schema.json", "plan.schema.json", "provenance.schema.json",
                 "sidecar.schema.json")
-"""The shipped schemas evidence files are validated against (what a cache may prepare)."""
-
-_PREPARED: dict[str, Callable[[Any], None]] = {}
-"""Validators built from code compiled in an earlier run (see :func:`use_fast_validator`)."""
-
+"""The shipped schemas evidence files are validated against (see :func:`prepare_validators`)."""
 
 def fast_validator_code(name: str) -> CodeType:
     """The fast validator of a shipped schema, compiled (~5 ms per schema, most of a
-    worker's first cell; a cache keeps the code object for the next run).
+    worker's first cell; see :func:`prepare_validators`). Generated in the process that
+    uses it, every run: code is never read from a cache.
 
     Local ``$ref``s are inlined first: fastjsonschema turns each ref into a function call
     that formats a name string per array item, which costs a third of the validation time.
@@ -111,23 +108,18 @@ def _validator_of(code: CodeType) -> Callable[[Any], None] | None:
     """The ``VALIDATE`` function ``code`` defines; None when it defines none or fails."""
     module: dict[str, Any] = {}
     try:
-        exec(code, module)  # noqa: S102 - code generated from a shipped schema
+        exec(code, module)  # noqa: S102 - code generated here from a shipped schema
     except Exception:  # noqa: BLE001 - not what fast_validator_code gave: not used
         return None
     found = module.get("VALIDATE")
     return found if callable(found) else None
 
 
-def use_fast_validator(name: str, code: CodeType) -> bool:
-    """Validate ``name`` with ``code`` (what :func:`fast_validator_code` gave for the same
-    schema, kvrules and fastjsonschema) in this process and its forks; False, and nothing
-    changed, when ``code`` defines no validator."""
-    found = _validator_of(code)
-    if found is None:
-        return False
-    _PREPARED[name] = found
-    _fast.cache_clear()
-    return True
+def prepare_validators() -> None:
+    """Generate every evidence schema's fast validator in this process, once: called before
+    extraction workers fork, so they inherit them instead of each generating its own."""
+    for name in FAST_SCHEMAS:
+        _fast(name)
 
 
 def fields_vouched(data: dict[str, Any], schema: str) -> bool:
@@ -145,7 +137,7 @@ def _fast(name: str) -> Callable[..., Any]:
     """A shipped schema's fast validator, built once per process (defaults off: it never
     touches the data): the generated code, then (``items``) the hand-written check of its
     hot array's items."""
-    compiled = _PREPARED.get(name) or _validator_of(fast_validator_code(name))
+    compiled = _validator_of(fast_validator_code(name))
     if compiled is None:  # pragma: no cover - generated code always defines VALIDATE
         raise RuntimeError(f"no fast validator generated for {name}")
     hot = _ITEM_FAST_PATHS.get(name)

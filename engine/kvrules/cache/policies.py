@@ -3,25 +3,31 @@
 The key covers everything the compiled form depends on: the policy's files (names and
 contents, base policies of ``extends`` included), the parameter overrides, the compiler (the
 kvrules version plus a fingerprint of its installed modules, so an upgrade or an edited
-checkout never loads an entry it did not write) and the Python version (pickle). A policy
-whose files cannot be read, or that does not compile, is never cached: compiling it again
-raises the same diagnostics as before.
+checkout never loads an entry it did not write) and the Python version. A policy whose
+files cannot be read, or that does not compile, is never cached: compiling it again raises
+the same diagnostics as before.
+
+An entry is data (:mod:`kvrules.cache.codec`: msgpack decoded into the policy's record
+types, each field type-checked), never code: a corrupt, foreign or ill-typed entry is a
+miss, compiled again and rewritten.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import pickle
 import sys
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from kvrules.diagnostics import KvrulesUsageError
 from kvrules.policy.compiled import CompiledPolicy
+from kvrules.policy.model import Ref
 from kvrules.resources import RULE_FILE_SUFFIXES, rules_dir
 from kvrules.verdicts.model import KVRULES_VERSION
+from kvrules.cache import codec
 from kvrules.cache.store import cache_root, prune, read_entry, touch, write_entry
 
 if TYPE_CHECKING:
@@ -35,6 +41,7 @@ _DATA_PACKAGES = frozenset({"examples", "rules", "schemas"})
 """Top-level subpackages that hold data, not code (only an empty ``__init__.py`` each; the
 shipped rules are stamped on their own): not walked. In an installed kvrules the example
 campaigns alone are ~50 folders, most of the fingerprint's cost (~4 ms of every run)."""
+SUFFIX = ".policy"
 MAX_ENTRIES = 32
 """Compiled policies kept (the most recently used): a policy author's edits each write one."""
 
@@ -105,16 +112,31 @@ def _shipped_stamp() -> str | None:
     return "".join(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\0" for name, st in stamps)
 
 
+def _classes() -> tuple[type, ...]:
+    """The records a stored policy may hold: those its annotations name, and ``Ref`` (an
+    operand or action argument, in fields typed ``Any``)."""
+    return codec.record_classes(CompiledPolicy) + (Ref,)
+
+
+def _encode(key: str, compiled: CompiledPolicy) -> bytes:
+    """The key, then the policy without ``rules`` (the same objects as ``policy.rules``,
+    rebuilt from them on loading rather than stored twice)."""
+    return codec.encode((key, replace(compiled, rules={})), tuple[str, CompiledPolicy],
+                        _classes())
+
+
 def _load(path: Path, key: str) -> CompiledPolicy | None:
+    """The policy stored at ``path`` under ``key``; None when absent, corrupt or foreign."""
     payload = read_entry(path)
     if payload is None:
         return None
     try:
-        stored_key, compiled = pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - any undecodable entry is a miss, then rewritten
+        stored_key, compiled = codec.decode(payload, tuple[str, CompiledPolicy], _classes())
+    except codec.Refused:
         return None
     if stored_key != key or not isinstance(compiled, CompiledPolicy):
         return None
+    compiled.rules = {rule.id: rule for rule in compiled.policy.rules}
     return compiled
 
 
@@ -126,12 +148,16 @@ def cached_compile(compile_policy: Compile, source: PolicySource = None,
     key = policy_key(source, parameters, compiler) if root is not None else None
     if root is None or key is None:
         return compile_policy(source, parameters)
-    path = root / "policies" / f"{key}.pickle"
+    path = root / "policies" / f"{key}{SUFFIX}"
     compiled = _load(path, key)
     if compiled is not None:
         touch(path)
         return compiled
     compiled = compile_policy(source, parameters)
-    if write_entry(path, pickle.dumps((key, compiled), protocol=pickle.HIGHEST_PROTOCOL)):
-        prune(path.parent, MAX_ENTRIES, ".pickle")
+    try:
+        payload = _encode(key, compiled)
+    except codec.Refused:  # a backend's lowered form that is not data: not cached
+        return compiled
+    if write_entry(path, payload):
+        prune(path.parent, MAX_ENTRIES, SUFFIX)
     return compiled

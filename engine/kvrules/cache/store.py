@@ -4,7 +4,9 @@ An entry is ``MAGIC + sha256(payload) + payload``. Reading a missing, truncated 
 entry returns None (the caller recomputes and rewrites it); writing goes through a
 temporary file renamed into place, so a concurrent reader sees the old entry or the new
 one, never half of one. A cache that cannot be written (read-only home, full disk) only
-costs the speed-up: errors are swallowed here and never reach the user.
+costs the speed-up: errors are swallowed here and never reach the user. The checksum
+detects corruption, not tampering: whoever can write the folder can forge a valid entry,
+which is why entries are only ever decoded as typed data (see :mod:`kvrules.cache`).
 
 Location: ``$KVRULES_CACHE_DIR``, else ``$XDG_CACHE_HOME/kvrules``, else
 ``~/.cache/kvrules``. ``KVRULES_NO_CACHE=1`` turns every cache off.
@@ -16,7 +18,8 @@ import os
 import tempfile
 from pathlib import Path
 
-MAGIC = b"kvrules-cache-1\n"
+MAGIC = b"kvrules-cache-2\n"
+"""Starts every entry; entries of another format (version 1 held pickles) are misses."""
 _DIGEST = hashlib.sha256().digest_size
 
 

@@ -8,8 +8,10 @@ loading the cell reads (the plan, generator overrides and request, ``run.sh`` an
 ``raw/`` tree with its names). Contents are hashed, never mtimes, so a copy of an archive
 hits and a touched file does not miss. A cell whose files cannot all be read plainly (a
 symbolic link, an unreadable folder, an odd file name) gets no key: it is always evaluated,
-since its verdict may depend on more than its bytes. An entry that fails its checksum or
-does not unpickle is a miss, then rewritten.
+since its verdict may depend on more than its bytes. An entry is data, never code: msgpack
+decoded by msgspec into typed structures (:class:`_Entry`), each field type-checked. One
+that fails its checksum, does not decode as a verdict or was stored under another key is a
+miss, then rewritten.
 
 Reading a whole archive to hash it costs more than the rest of a warm run, so the digest
 of a cell's files is also memoized under the status of those files (names, sizes, modify
@@ -21,26 +23,26 @@ run after a policy change does not read the archive's bytes again either.
 """
 from __future__ import annotations
 
-import hashlib
-import copyreg
 import gc
-import io
+import hashlib
 import json
 import os
-import pickle
 import stat
 import time
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, get_type_hints
+
+import msgspec
 
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.load import OVERRIDES_NAME
 from kvrules.cache.policies import code_fingerprint
 from kvrules.cache.store import cache_root, read_entry, touch, write_entry
-from kvrules.verdicts.model import CellVerdict, PointVerdict
+from kvrules.diagnostics import Diagnostic, Severity
+from kvrules.verdicts.model import (POINT_FIELDS, CellVerdict, FailedCondition, PointVerdict,
+                                    PointVerdicts, Qualification)
 
 SUFFIX = ".verdict"
 MEMO_SUFFIX = ".files"
@@ -219,7 +221,7 @@ class VerdictCache:
             return None
         path = self._path(key)
         payload = read_entry(path)
-        verdict = _unpickle(payload, key) if payload is not None else None
+        verdict = _decode(payload, key) if payload is not None else None
         if verdict is None:
             self.misses += 1
             return None
@@ -232,7 +234,7 @@ class VerdictCache:
         """Key and stored verdict (None: a miss) of each cell, in order.
 
         Sequential on purpose: hashing in threads measured slower (the key's Python part
-        holds the GIL and contends with unpickling).
+        holds the GIL and contends with decoding).
         """
         out = []
         _resolves_to_itself.cache_clear()
@@ -243,42 +245,85 @@ class VerdictCache:
 
     def put(self, key: str, verdict: CellVerdict) -> None:
         """Store a freshly computed verdict (a cache that cannot be written is skipped)."""
-        write_entry(self._path(key), _pickle((key, verdict)))
+        try:
+            payload = _encode(key, verdict)
+        except (UnicodeEncodeError, OverflowError, TypeError, msgspec.EncodeError):
+            return  # not data msgpack holds (a lone surrogate in a name): evaluated each run
+        write_entry(self._path(key), payload)
 
 
-_POINT_FIELDS = attrgetter(*(f.name for f in fields(PointVerdict)))
-"""Every field of a point, in constructor order, read in one C call."""
+_Error = tuple[str, "int | None", "int | None", str, str, str, "str | None", Severity]
+"""A diagnostic's fields, in constructor order."""
 
 
-def _point_by_constructor(point: PointVerdict) -> tuple[type[PointVerdict], tuple[Any, ...]]:
-    """A point as its constructor call: unpickles 2.4x faster than the default slot state
-    (a verdict holds one point per benchmark id) and is a third smaller."""
-    return PointVerdict, _POINT_FIELDS(point)
+if TYPE_CHECKING:
+    _Columns = tuple[list[Any], ...]
+else:
+    _Columns = tuple.__class_getitem__(tuple(
+        list[hint] for hint in (get_type_hints(PointVerdict)[name] for name in POINT_FIELDS)))
+"""One list per point field, of that field's type (the points of a cell, as columns)."""
 
 
-def _pickle(entry: tuple[str, CellVerdict]) -> bytes:
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = {**copyreg.dispatch_table, PointVerdict: _point_by_constructor}
-    pickler.dump(entry)
-    return buffer.getvalue()
+class _Entry(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A stored verdict: its key, then the cell verdict's fields; the points as columns
+    (one list per :data:`~kvrules.verdicts.model.POINT_FIELDS` entry, in order)."""
+
+    key: str
+    campaign: str
+    cell_id: str
+    workload_kind: str | None
+    status: str
+    errors: list[_Error]
+    qualifications: dict[str, tuple[bool, list[tuple[str, str]]]]
+    columns: _Columns
+    trace: tuple[str, ...]
 
 
-def _unpickle(payload: bytes, key: str) -> CellVerdict | None:
-    """The stored verdict; the cyclic collector is paused meanwhile (a verdict is thousands
-    of acyclic objects, and collecting while they are built doubled the warm read time)."""
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(_Entry)
+
+
+def _columns(verdict: CellVerdict) -> list[list[Any]]:
+    """The points of ``verdict`` as one list per field."""
+    points = verdict.points
+    if isinstance(points, PointVerdicts):
+        return [list(c) for c in points.columns]
+    return [[getattr(p, name) for p in points] for name in POINT_FIELDS]
+
+
+def _encode(key: str, verdict: CellVerdict) -> bytes:
+    errors = [(e.file, e.line, e.column, e.message, e.code, e.pointer, e.rule, e.severity)
+              for e in verdict.errors]
+    quals = {name: (q.eligible, [(f.id, f.reason) for f in q.failed])
+             for name, q in verdict.qualifications.items()}
+    return _ENCODER.encode(_Entry(key, verdict.campaign, verdict.cell_id,
+                                  verdict.workload_kind, verdict.status, errors, quals,
+                                  tuple(_columns(verdict)),
+                                  verdict.trace))
+
+
+def _decode(payload: bytes, key: str) -> CellVerdict | None:
+    """The stored verdict, or None when the entry is not one stored under ``key``; the
+    cyclic collector is paused meanwhile (a verdict is thousands of acyclic objects, and
+    collecting while they are built doubled the warm read time)."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        stored_key, verdict = pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - any undecodable entry is a miss, then rewritten
-        return None
+        entry = _DECODER.decode(payload)
+        if entry.key != key or len({len(c) for c in entry.columns}) > 1:
+            return None
+        return CellVerdict(
+            campaign=entry.campaign, cell_id=entry.cell_id, workload_kind=entry.workload_kind,
+            status=entry.status, errors=tuple(Diagnostic(*e) for e in entry.errors),
+            qualifications={name: Qualification(eligible, tuple(
+                FailedCondition(*f) for f in failed))
+                for name, (eligible, failed) in entry.qualifications.items()},
+            points=PointVerdicts(entry.columns), trace=entry.trace)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None  # corrupt, foreign or not a verdict: a miss, then rewritten
     finally:
         if paused:
             gc.enable()
-    if stored_key != key or not isinstance(verdict, CellVerdict):
-        return None
-    return verdict
 
 
 def _entries(root: Path) -> list[tuple[Path, os.stat_result]]:
