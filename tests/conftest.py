@@ -1,7 +1,7 @@
-"""Test-session setup: kvrules' caches live in a fresh folder, never the user's; the slow
-modules are marked ``slow``.
+"""Test-session setup: kvrules' caches (and their signing key) live in fresh folders, never
+the user's; the slow modules are marked ``slow``.
 
-The cache folder is set at configure time (not in a fixture) so every kvrules process a
+The folders are set at configure time (not in a fixture) so every kvrules process a
 test starts inherits it. ``python -m pytest -m "not slow"`` is the quick loop while editing;
 CI runs everything.
 """
@@ -23,6 +23,9 @@ _CACHE: list[str] = []
 def pytest_configure(config: object) -> None:
     _CACHE.append(tempfile.mkdtemp(prefix="kvrules-test-cache-"))
     os.environ["KVRULES_CACHE_DIR"] = _CACHE[0]
+    _CACHE.append(tempfile.mkdtemp(prefix="kvrules-test-config-"))
+    os.environ["XDG_CONFIG_HOME"] = _CACHE[1]  # the cache's signing key lives here
+    os.environ.pop("KVRULES_CACHE_KEY", None)
     os.environ.pop("KVRULES_NO_CACHE", None)
 
 

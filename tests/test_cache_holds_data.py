@@ -1,9 +1,9 @@
 """A cache folder holds data, never code: whatever its entries hold, a run never executes
 it, and a corrupt, foreign or crafted entry costs only a recompute (the same report bytes).
 
-The entries are planted with a valid checksum (the format of :mod:`kvrules.cache.store`),
-so they pass the integrity check and reach the decoder: the checksum detects corruption,
-not tampering."""
+Most entries here are planted signed with the test user's own key (the format of
+:mod:`kvrules.cache.store`), so they pass the signature check and reach the decoder, which
+must hold on its own; the last tests forge entries without the key."""
 from __future__ import annotations
 
 import os
@@ -72,7 +72,7 @@ def test_planted_pickles_never_run(warm: Path, tmp_path: Path, uncached: bytes) 
     assert pickle.loads(payload) is not None and marker.exists()  # the payload does run...
     marker.unlink()
     planted = cache_entries(warm)
-    for path in planted:  # ...when loaded; every entry now holds it, with a valid checksum
+    for path in planted:  # ...when loaded; every entry now holds it, signed
         store.write_entry(path, payload)
     for old in ("policies/x.pickle", "validators/x.marshal"):  # names earlier versions read
         store.write_entry(warm / old, payload)
@@ -136,3 +136,63 @@ def test_a_warm_cache_reports_the_same_bytes(warm: Path, tmp_path: Path,
     before = {p: p.stat().st_ino for p in cache_entries(warm)}
     assert classify(warm, tmp_path / "warm.jsonl") == uncached
     assert {p: p.stat().st_ino for p in cache_entries(warm)} == before
+
+
+def _forged(cache: Path, sign: Callable[[bytes], bytes]) -> int:
+    """Every verdict entry rewritten to name its cell ``forged-cell`` (well-formed, typed
+    data under the right key), signed by ``sign``; how many were forged."""
+    from kvrules.cache import verdicts
+    count = 0
+    for path in cache_entries(cache):
+        if path.suffix != verdicts.SUFFIX:
+            continue
+        entry = msgspec.msgpack.decode(store.read_entry(path) or b"", type=verdicts._Entry)
+        payload = msgspec.msgpack.encode(msgspec.structs.replace(entry, cell_id="forged-cell"))
+        path.write_bytes(store.MAGIC + sign(payload) + payload)
+        count += 1
+    return count
+
+
+def test_entries_forged_without_the_key_are_never_read(warm: Path, tmp_path: Path,
+                                                       uncached: bytes) -> None:
+    """Whoever can write the folder but does not hold the key: a checksum they compute, or
+    a key of their own, gives entries that are recomputed, never reported."""
+    import hashlib
+    import hmac
+    assert _forged(warm, lambda p: hashlib.sha256(p).digest()) > 0
+    assert classify(warm, tmp_path / "checksummed.jsonl") == uncached
+    assert _forged(warm, lambda p: hmac.new(b"k" * 32, p, hashlib.sha256).digest()) > 0
+    assert classify(warm, tmp_path / "other-key.jsonl") == uncached
+
+
+def test_what_the_key_protects_a_signed_forgery_is_trusted(warm: Path, tmp_path: Path,
+                                                           uncached: bytes) -> None:
+    """The other side of the test above: an entry signed with the key is believed, which is
+    why the key is kept outside the cache folder and shared only with trusted people."""
+    assert _forged(warm, store._signature) > 0
+    assert b"forged-cell" in classify(warm, tmp_path / "signed.jsonl")
+
+
+def _run_as(user: Path, cache: Path, out: Path, key: str | None) -> str:
+    """``kvrules classify --progress`` as another user (their own config folder): stderr."""
+    env = {**os.environ, "KVRULES_CACHE_DIR": str(cache), "XDG_CONFIG_HOME": str(user)}
+    env.pop("KVRULES_CACHE_KEY", None)
+    if key is not None:
+        env["KVRULES_CACHE_KEY"] = key
+    done = subprocess.run([sys.executable, "-m", "kvrules", "classify", str(EXAMPLES),
+                           "--format", "jsonl", "--output", str(out), "--progress"],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=out.parent)
+    assert done.returncode in (0, 1), done.stderr
+    return done.stderr
+
+
+def test_a_folder_is_shared_through_a_shared_key_only(tmp_path: Path) -> None:
+    cache = tmp_path / "shared"
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    _run_as(alice, cache, tmp_path / "a1.jsonl", None)
+    assert " 0 of 9 cells from the verdict cache" in _run_as(bob, cache, tmp_path / "b1.jsonl",
+                                                              None)
+    assert (alice / "kvrules" / "cache.key").stat().st_mode & 0o077 == 0  # private to alice
+    _run_as(alice, cache, tmp_path / "a2.jsonl", "team secret")
+    assert " 9 of 9 cells from the verdict cache" in _run_as(bob, cache, tmp_path / "b2.jsonl",
+                                                              "team secret")
