@@ -56,7 +56,6 @@ SLOW_MODULES = frozenset({
 
 SLOW_TESTS = frozenset({
     "test_batch_text_is_what_the_engine_would_have_read",
-    "test_the_live_reproducers_when_present",
     "test_five_thousand_rules_refused_alike_by_check_and_classify",
     "test_every_mutation_operator_applies",
     "test_the_shipped_cases_ship_pass_and_fire_every_rule",

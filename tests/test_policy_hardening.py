@@ -116,17 +116,6 @@ def test_five_thousand_rules_refused_alike_by_check_and_classify(tmp_path: Path)
                       f"kvrules takes at most {MAX_POLICY_RULES}")
 
 
-def test_the_live_reproducers_when_present() -> None:
-    """The reproducer folders themselves (only on a machine that has them)."""
-    shared = Path("/work/shared/repro")
-    if not shared.is_dir():
-        pytest.skip("no /work/shared/repro here")
-    for name, (file, line, code, words) in sorted(CASES.items()):
-        rules = shared / name / "rules"
-        if rules.is_dir():
-            _assert_diagnosed(rules, file, line, code, words)
-
-
 @pytest.mark.parametrize("text, code, words", [
     ("a: &x [1, 2]\nb: *x\n", None, None),                     # a small alias is fine
     ("a: 1\na: 2\n", codes.RULE_YAML_ERROR, "duplicate key"),
