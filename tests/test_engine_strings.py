@@ -102,3 +102,23 @@ def test_joins_on_fact_ids_do_not_read_memory_python_freed() -> None:
     assert _joins_fired("guarded") == 20
     assert _joins_fired("bare", "kept") == 20
     assert _joins_fired("bare") == 0, "joins on id no longer read freed memory: revisit"
+
+
+def test_a_session_with_an_over_long_fact_fails_closed_without_the_engine() -> None:
+    """The per-fact guard (``fact_invalid``) is the first line; were a fact past it, its
+    session would record a failure (the cell fails closed) and never call the engine."""
+    from kvrules.backend.durable import session
+    from kvrules.backend.events import Evaluation
+
+    ctx = session._Context.__new__(session._Context)
+    ctx.encoded = [{"fact_": "point", "id": "s:p", "v": "s:skip:abc" + PAD}]
+    ctx.texts = []
+    ctx.result = Evaluation()
+
+    class NoEngine:
+        def __getattr__(self, name: str) -> None:
+            pytest.fail(f"the engine was called ({name})")
+
+    session._session(NoEngine(), "no_such_ruleset", ctx, None)
+    assert len(ctx.result.failures) == 1 and "65546 bytes" in ctx.result.failures[0]
+    assert not session.tainted()
