@@ -121,8 +121,9 @@ def r_long_literal(rnd: random.Random, root: Path) -> mut.Applied | None:
 
 
 def r_deep_literal(rnd: random.Random, root: Path) -> mut.Applied | None:
-    """A rule leaf made a value nested around the bound."""
-    depth = rnd.choice([NESTING_BOUND - 1, NESTING_BOUND, NESTING_BOUND + 1, 500])
+    """A rule leaf made a value nested around the bound (PyYAML's writer recurses, so no
+    deeper: ``mutations.r_deep_nesting`` writes deep YAML as text)."""
+    depth = rnd.choice([NESTING_BOUND - 1, NESTING_BOUND, NESTING_BOUND + 1, NESTING_BOUND + 8])
     value: Any = "x"
     for _ in range(depth):
         value = [value]
