@@ -122,3 +122,24 @@ def test_a_session_with_an_over_long_fact_fails_closed_without_the_engine() -> N
     session._session(NoEngine(), "no_such_ruleset", ctx, None)
     assert len(ctx.result.failures) == 1 and "65546 bytes" in ctx.result.failures[0]
     assert not session.tainted()
+
+
+def test_rules_check_refuses_a_literal_the_engine_would_truncate(tmp_path: Path) -> None:
+    """A policy literal of 65,536 more bytes after ``skip:...``: ``rules check`` (and so
+    ``classify``, the same passes) names the rule instead of letting it match any value
+    that merely starts alike."""
+    from kvrules.resources import rules_dir
+    for entry in rules_dir().iterdir():
+        if entry.name.endswith(".yaml"):
+            (tmp_path / entry.name).write_text(entry.read_text(encoding="utf-8"),
+                                               encoding="utf-8")
+    regime = (tmp_path / "regime.yaml").read_text(encoding="utf-8")
+    literal = '"skip:dense_model_content_insensitive"]'
+    assert literal in regime
+    regime = regime.replace(literal, literal[:-2] + PAD + '"]', 1)
+    (tmp_path / "regime.yaml").write_text(regime, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "kvrules", "rules", "check", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "regime.yaml" in done.stdout and "rule literal is a string of 65574 bytes" \
+        in done.stdout

@@ -336,6 +336,10 @@ def sink_rules(fact_types: list[str]) -> dict[str, dict[str, Any]]:
             "session#open": {"all": [{"x": {DISCRIMINATOR: SESSION_FACT}}], "run": "sink#"}}
 
 
+class LiteralTooLong(ValueError):
+    """A string of a rule is longer than the engine compares whole."""
+
+
 def _check_strings(lowered: Any) -> None:
     """Raise ValueError when a string of a lowered rule (a literal, a ``$mt`` pattern, a
     name) or of an action's literals is longer than the engine compares whole (16-bit
@@ -351,8 +355,8 @@ def _check_strings(lowered: Any) -> None:
         elif isinstance(item, str):
             problem = string_problem(item, ENGINE_STRING_BYTES)
             if problem:
-                raise ValueError(f"a rule literal is a {problem}; the engine would compare "
-                                 "only its start")
+                raise LiteralTooLong(f"a rule literal is a {problem}; the engine would "
+                                     "compare only its start")
 
 
 def lower_to_durable(state: CompileState) -> None:
@@ -374,8 +378,9 @@ def lower_to_durable(state: CompileState) -> None:
             _check_strings([a.args for a in rule.actions])
             rulesets[k].update(lowered)
         except ValueError as exc:
-            state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
-                        rule.pointer, rule.id)
+            advice = "" if isinstance(exc, LiteralTooLong) else "; split the rule"
+            state.error(codes.RULE_UNSUPPORTED, f"{exc}{advice}", rule.loc, rule.pointer,
+                        rule.id)
     kinds = sorted(state.fact_types) + [NEG_OK]
     for k, ruleset in enumerate(rulesets, start=1):
         ruleset.update(sink_rules(kinds))
