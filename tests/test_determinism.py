@@ -61,9 +61,12 @@ def test_facts_outside_the_catalogue_fail_the_cell_closed():
 
 
 HASH_SEEDED = Path(__file__).parent / "files" / "determinism" / "config-bound-kda-moe-ep"
-"""A campaign whose verdict once depended on PYTHONHASHSEED: the absent markers of joined
-fields were added in set order, and durable-rules' joins depend on property order (one
-config_bound_requires_real_kv error went missing under some seeds)."""
+"""A campaign whose verdict once depended on PYTHONHASHSEED (one
+config_bound_requires_real_kv error went missing under some seeds). The absent markers of
+joined fields were added in set order, which changed each fact's JSON text; the real cause
+was a join on ``id`` reading a text Python had freed (durable-rules does not copy a stored
+fact's ``id``), whose reused memory depended on such details. Joins now read ``fid``, which
+the engine copies (tests/test_engine_strings.py)."""
 
 
 @pytest.mark.parametrize("seeds", [("0", "2", "6", "8")])

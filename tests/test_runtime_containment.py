@@ -164,22 +164,26 @@ def test_repeated_fact_ids_are_refused_before_the_engine(monkeypatch):
 
 @pytest.mark.parametrize("value, refused", [
     (None, False), (True, False), (2**63 - 1, False), (2**70, False), (1.5e-7, False),
-    ("x" * encode.MAX_STRING, False), ({"a": [1, "b"]}, False),
+    ("x" * encode.MAX_STRING_BYTES, False), ({"a": [1, "b"]}, False),
+    ("\u00e9" * (encode.MAX_STRING_BYTES // 2), False),
     (math.inf, True), (-math.inf, True), (math.nan, True), (NonFiniteNumber("NaN"), True),
-    ("x" * (encode.MAX_STRING + 1), True), (["x" * (encode.MAX_STRING + 1)], True),
+    ("x" * (encode.MAX_STRING_BYTES + 1), True), (["x" * (encode.MAX_STRING_BYTES + 1)], True),
+    # the limit is in bytes as the engine holds them: UTF-8, escapes written out
+    ("\u00e9" * (encode.MAX_STRING_BYTES // 2 + 1), True), ("\u00e9" * 32_768, True),
+    ('"' * (encode.MAX_STRING_BYTES // 2 + 1), True), ("\x01" * 11_000, True),
     ({1: "a"}, True), ({"a", "b"}, True), (b"bytes", True), (("tuple",), True),
     # containers reach the engine as bounded ASCII text (encode.encode_container), so a
     # non-finite number or a long string nested inside one is harmless (raw kvwarm and
     # engine blocks hold whatever fields nobody validates)
     ([1, {"k": math.inf}], False), ({"a": [NonFiniteNumber("NaN")]}, False),
-    ({"a": "x" * (encode.MAX_STRING + 1)}, False),
+    ({"a": "x" * (encode.MAX_STRING_BYTES + 1)}, False),
 ])
 def test_only_json_values_reach_the_engine(value, refused):
     assert (encode.value_problem(value) is not None) is refused
 
 
 def test_containers_reach_the_engine_as_bounded_text():
-    big = {"a": "x" * (encode.MAX_STRING + 1), "b": [NonFiniteNumber("NaN"), "\ud800"]}
+    big = {"a": "x" * (encode.MAX_STRING_BYTES + 1), "b": [NonFiniteNumber("NaN"), "\ud800"]}
     text = encode.encode_scalar(big)
     assert text.startswith("h:") and len(text) < 100 and text.isascii()
     assert encode.encode_scalar(dict(big)) == text

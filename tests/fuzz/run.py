@@ -21,12 +21,12 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``tests.fuzz`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.fuzz import mutations as mut  # noqa: E402
+    from tests.fuzz import bounds, mutations as mut  # noqa: E402
     from tests.fuzz import outputs  # noqa: E402
     from tests.fuzz.oracle import CLASSES, Expectation, Finding, Run, check  # noqa: E402
     from tests.fuzz.cache_tamper import CACHE_CLASSES, fuzz_cache  # noqa: E402
 else:
-    from . import mutations as mut
+    from . import bounds, mutations as mut
     from . import outputs
     from .oracle import CLASSES, Expectation, Finding, Run, check
     from .cache_tamper import CACHE_CLASSES, fuzz_cache
@@ -151,6 +151,7 @@ def fuzz_one(seed: int, index: int, workdir: Path, timeout: float,
     for run, expect in runs:
         result.runs.append(run)
         result.findings.extend(check(run, expect))
+        result.findings.extend(bounds.check(mutant.descriptions, run))
     if result.failed and keep is not None:
         dest = keep / f"seed{seed}-m{index:05d}"
         if dest.exists():

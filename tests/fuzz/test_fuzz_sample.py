@@ -30,3 +30,21 @@ def test_fuzz_cache_sample_finds_no_failure() -> None:
     res = fuzz_cache(SAMPLE_CACHE_MUTANTS, SAMPLE_SEED, jobs=2, timeout=15)
     report = "\n\n".join(describe(r) for r in res.failures)
     assert not res.failures, f"{report}\n\n{summary(res)}"
+
+
+BOUNDS_MUTANTS = 12
+
+
+def test_fuzz_sample_of_the_bound_classes_finds_no_failure() -> None:
+    """The classes of ``bounds`` alone (long non-ASCII strings, deep nesting), so the CI
+    sample always holds them, whatever the weighted draw of the sample above gives."""
+    from unittest import mock
+
+    from . import bounds, mutations as mut
+    with mock.patch.dict(mut.CAMPAIGN_MUTATIONS, bounds.CAMPAIGN, clear=True), \
+            mock.patch.dict(mut.RULE_MUTATIONS, bounds.RULES, clear=True):
+        res = fuzz(BOUNDS_MUTANTS, SAMPLE_SEED, jobs=2, timeout=30)
+    report = "\n\n".join(describe(r) for r in res.failures)
+    assert not res.failures, f"{report}\n\n{summary(res)}"
+    described = " ".join(d for r in res.results for d in r.descriptions)
+    assert "string of" in described and "nested" in described

@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from kvrules.artifacts.model import NonFiniteNumber, TextFile
-from kvrules.diagnostics import ARTIFACT_UNREADABLE, Diagnostic, evidence_error
+from kvrules.diagnostics import ARTIFACT_UNREADABLE, FACT_INVALID, Diagnostic, evidence_error
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
 """Largest evidence file read (256 MiB): a bigger one is ``artifact_unreadable`` unread.
@@ -282,7 +282,54 @@ def decode_document(raw: bytes, relpath: str
         return None, evidence_error(ARTIFACT_UNREADABLE,
                                     f"top-level JSON value is {_json_kind(data)}, "
                                     "expected an object", relpath)
-    return data, None
+    deep = nesting_error(data, relpath)
+    return (None, deep) if deep is not None else (data, None)
+
+
+MAX_NESTING = 64
+"""Deepest nesting of lists and objects in any decoded file (spec section 3: a value nested
+deeper than 64 levels cannot be held and compared exactly). Checked as soon as a file is
+decoded, before any other code walks, copies or pickles the value (recursive code would
+raise ``RecursionError`` on a few hundred levels)."""
+
+
+def too_deep(data: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether a list or object of ``data`` lies more than ``limit`` levels deep (the
+    document itself is level 1). Iterative: any depth is measured without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if node.__class__ is dict else node:
+            cls = child.__class__
+            if cls is dict or cls is list:
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def deep_path(data: Any, limit: int = MAX_NESTING) -> list[Any]:
+    """The keys down to the first list or object more than ``limit`` levels deep (called
+    once :func:`too_deep` found one)."""
+    stack: list[tuple[Any, list[Any]]] = [(data, [])]
+    while stack:
+        node, path = stack.pop()
+        pairs = node.items() if node.__class__ is dict else enumerate(node)
+        for key, child in pairs:
+            if child.__class__ is dict or child.__class__ is list:
+                if len(path) + 1 >= limit:
+                    return path + [key]
+                stack.append((child, path + [key]))
+    return []
+
+
+def nesting_error(data: Any, relpath: str) -> Diagnostic | None:
+    """A ``fact_invalid`` diagnostic naming the file and JSON pointer of a value nested
+    deeper than MAX_NESTING levels, or None."""
+    if not too_deep(data):
+        return None
+    return evidence_error(FACT_INVALID, f"a value nested deeper than {MAX_NESTING} levels; "
+                          "refused before it is read", relpath, pointer(deep_path(data)))
 
 
 def read_text(path: Path, relpath: str, root: Path | None = None

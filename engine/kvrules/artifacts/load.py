@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal
 from kvrules.artifacts import checks
 from kvrules.artifacts.discover import RAW_DIR, CellRef
 from kvrules.artifacts.jsonio import (
-    decode_document, read_evidence, read_json, read_text, relpath,
+    decode_document, read_evidence, read_json, read_text, relpath, too_deep,
 )
 from kvrules.artifacts.model import CellEvidence, Document
 from kvrules.artifacts.plan import expected_dp, load_plan, plan_cell
@@ -251,6 +251,8 @@ def _usual_rank(path: Path, rel: str, raw: bytes) -> Document | None | Literal[F
     fields, results, columns = decoded
     if fields.get("artifact_type") == "merged":
         return None
+    if too_deep(fields):  # the results are structs of bounded depth; the reference path
+        return False  # names the file and pointer
     if not fields_vouched({**fields, "results": results}, RANK_SCHEMA):
         return False
     return Document(path, rel, fields, columns, raw)

@@ -52,6 +52,8 @@ class CompileState:
     """The policy directories of an ``extends`` chain, base first (one without it)."""
     skipped: set[tuple[str, int]] = field(default_factory=set)
     """(file, index) of base rules an extending policy overrides or disables."""
+    unvalidated: set[str] = field(default_factory=set)
+    """Rule files the schema did not check (too large to be worth it): never parsed."""
     quarantined: set[str] = field(default_factory=set)
     """Rule files set aside for a YAML or schema error of their own, so the later passes
     still check the other files (the policy as a whole stays invalid)."""
@@ -119,12 +121,17 @@ def _json_pointer(path: Any) -> str:
 
 
 def validate_schema(state: CompileState) -> None:
-    """Check each file against schemas/rules.schema.json before anything is compiled."""
-    if any(d.code == codes.RULE_LIMIT_ERROR for d in state.diagnostics):
-        return  # a policy over a size limit is not worth validating (and may be slow to)
+    """Check each file against schemas/rules.schema.json before anything is compiled.
+
+    A file holding more rules than a policy may is not worth validating (and may be slow
+    to): it is marked unvalidated and never parsed. Every other file is validated, whatever
+    the others hold, so no shape the schema did not accept reaches the parser."""
     from jsonschema.exceptions import best_match
     for name, (data, positions) in sorted(state.docs.items()):
         if data is None:
+            continue
+        if isinstance(data, dict) and _rules_in(data) > MAX_POLICY_RULES:
+            state.unvalidated.add(name)
             continue
         for top in sorted(_rules_validator().iter_errors(data), key=lambda e: list(e.path)):
             err = best_match([top])  # the most specific location inside oneOf/anyOf branches
@@ -173,6 +180,8 @@ def _id_of(data: Any, path: list[Any]) -> str | None:
 
 def build_model(state: CompileState) -> None:
     """Build the Policy: exactly one header, then every rule in file order."""
+    if state.unvalidated & set(state.docs):  # never parse what the schema did not check
+        return
     headers = [(n, d) for n, (d, _) in sorted(state.docs.items())
                if isinstance(d, dict) and "policy" in d]
     if len(headers) != 1:
@@ -516,7 +525,7 @@ def run_passes(source: str | Path | Traversable | None,
 def _quarantine(state: CompileState) -> None:
     """Set aside the files whose own YAML or schema is broken, when the policy header is in
     another file: one broken rule file then does not hide the findings in the others."""
-    broken = {d.file for d in state.diagnostics if d.severity == "error"}
+    broken = {d.file for d in state.diagnostics if d.severity == "error"} | state.unvalidated
     if not broken or not broken <= set(state.docs) | set(state.read_errors):
         return
     kept = {n: d for n, d in state.docs.items() if n not in broken}

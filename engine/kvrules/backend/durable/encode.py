@@ -9,12 +9,18 @@ Lists of strings get a sentinel first element so "contains none" holds on empty 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Any
 
 from kvrules.facts.jsontypes import INT64_MAX, canonical, value_type
 
 DISCRIMINATOR = "fact_"
+JOIN_ID = "fid"
+"""The field joins on a fact's id read (the same tagged value as ``id``). durable-rules
+copies each stored fact's JSON text but leaves its ``id`` and ``sid`` pointing into the
+caller's text (``copyMessage`` in its ``state.c``); a join on ``id`` would read that text
+after Python freed it. Any other field points into the engine's own copy."""
 TYPE_SUFFIX = "__t"
 LIST_SENTINEL = "z:"
 
@@ -152,6 +158,8 @@ def encode_fact(fact_type: str, fact_id: str, fields: dict[str, Any],
     out[DISCRIMINATOR] = fact_type
     out["id"] = "s:" + fact_id
     out[companion("id")] = "string"
+    out[JOIN_ID] = out["id"]
+    out[companion(JOIN_ID)] = "string"
     return out if read is None else only_read(out, read)
 
 
@@ -170,22 +178,52 @@ def escape_prefix(text: str) -> str:
     return "".join("%" + ch if ch in MT_SPECIAL else ch for ch in text)
 
 
-MAX_STRING = 64 * 1024
-"""Longest string (characters) sent to the engine: longer ones crash or are dropped by it."""
+ENGINE_STRING_BYTES = 65_535
+"""Longest string the engine compares whole: it takes a string's length as 16 bits
+(``reduceString`` and the ``$mt`` path in durable's ``events.c``), so a string of
+65,536 + n bytes compares equal to an n-byte constant it starts with. The length is that of
+the string in the JSON text the engine is given (UTF-8, escapes written out)."""
+MAX_STRING_BYTES = ENGINE_STRING_BYTES - len("s:")
+"""Longest fact string (bytes of UTF-8) sent to the engine: its tagged form still fits."""
 MAX_DEPTH = 64
 """Deepest nesting of lists/objects accepted in a fact value."""
+_SHORT = ENGINE_STRING_BYTES // 6 - 2
+"""Characters a string may have without being measured: JSON writes a character in at most
+6 bytes (``\\u0001``), so such a string can never reach the engine's 16-bit limit."""
+
+
+def engine_bytes(text: str) -> int:
+    """Bytes of ``text`` as the engine holds it: UTF-8 of its JSON escape (what kvrules'
+    writers give it: ``"``, ``\\`` and control characters escaped), quotes left out."""
+    written = json.dumps(text, ensure_ascii=False)
+    return len(written.encode("utf-8", "surrogatepass")) - 2
+
+
+def string_problem(text: str, limit: int = MAX_STRING_BYTES) -> str | None:
+    """Why the engine cannot compare ``text`` exactly (None when it can): longer than
+    ``limit`` bytes of UTF-8, or than that once escaped as JSON."""
+    if len(text) <= _SHORT:  # the common case: a length test, no encoding
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return f"string of {size} bytes of UTF-8 (the limit is {limit})"
+    escaped = engine_bytes(text)
+    if escaped > limit:
+        return f"string of {escaped} bytes once escaped as JSON (the limit is {limit})"
+    return None
 
 
 def value_problem(value: Any, depth: int = 0, sent: bool = True) -> str | None:
     """Why ``value`` may not reach the engine (None when it may).
 
     Only JSON types pass: None, bool, int within int64 (larger ints are tagged ``bigint``
-    text, so they are accepted), finite float, str up to MAX_STRING, list and dict (str
-    keys) of those, nested at most MAX_DEPTH deep. Containers reach the engine as bounded
-    text (:func:`encode_container`), so a non-finite number or a long string inside one
-    is harmless; only the strings of a top-level list are sent one by one (string lists)
-    and keep the length limit. NonFiniteNumber markers, inf/nan and any other Python type
-    are refused at the top level. ``sent``: the value reaches the engine as itself.
+    text, so they are accepted), finite float, str up to MAX_STRING_BYTES bytes, list and
+    dict (str keys) of those, nested at most MAX_DEPTH deep. Containers reach the engine
+    as bounded text (:func:`encode_container`), so a non-finite number or a long string
+    inside one is harmless; only the strings of a top-level list are sent one by one
+    (string lists) and keep the length limit. NonFiniteNumber markers, inf/nan and any
+    other Python type are refused at the top level. ``sent``: the value reaches the engine
+    as itself.
     """
     if value is None or isinstance(value, bool):
         return None
@@ -194,9 +232,7 @@ def value_problem(value: Any, depth: int = 0, sent: bool = True) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) or depth > 0 else f"non-finite number {value!r}"
     if isinstance(value, str):
-        if len(value) > MAX_STRING and sent:
-            return f"string of {len(value)} characters (the limit is {MAX_STRING})"
-        return None
+        return string_problem(value) if sent else None
     if depth >= MAX_DEPTH:
         return f"value nested deeper than {MAX_DEPTH} levels"
     if isinstance(value, list):

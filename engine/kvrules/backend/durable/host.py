@@ -3,7 +3,8 @@
 * no background timer threads (the stock Host dispatches from threads and segfaults);
 * a JSON shim so floats written with an exponent reach the engine;
 * every JSON text the engine is given stays alive until its session ends (see
-  :func:`texts_kept`);
+  :func:`texts_kept`), and none holds a string longer than the engine compares whole (see
+  :func:`engine_safe`);
 * actions looked up by name in a registry the runtime controls;
 * one evaluation at a time (the engine has no locks), one short-lived session each.
 """
@@ -19,6 +20,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import orjson
+
+from kvrules.backend.durable.encode import ENGINE_STRING_BYTES
 
 
 _EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![\d.])(-?\d+)([eE][+-]?\d+)')
@@ -38,10 +41,38 @@ def _maybe_exponent(text: str) -> bool:
     return False
 
 
+class StringTooLong(ValueError):
+    """A text for the engine holds a string the engine would compare on a truncated length
+    (its 16-bit length): refused before the engine sees it, whatever path made it."""
+
+
+_STRING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_SAFE_TEXT = ENGINE_STRING_BYTES // 4 - 2
+"""Characters a text may have without being scanned: UTF-8 takes at most 4 bytes per
+character, so no string inside such a text reaches the engine's limit."""
+
+
+def engine_safe(text: str) -> str:
+    """``text`` when no string in it (JSON-escaped, as the engine holds it) is longer than
+    ENGINE_STRING_BYTES bytes; else raise :class:`StringTooLong`. Checked on every text
+    given to the engine (facts, derived facts, session state, ruleset definitions): the
+    per-fact guard names file and pointer, this one keeps any path from getting past it."""
+    if len(text) <= _SAFE_TEXT:  # the common case: one length test
+        return text
+    for token in _STRING_TOKEN.finditer(text):
+        if token.end() - token.start() - 2 > _SAFE_TEXT:
+            size = len(token.group().encode("utf-8", "surrogatepass")) - 2
+            if size > ENGINE_STRING_BYTES:
+                raise StringTooLong(f"a string of {size} bytes for the rule engine (it "
+                                    f"compares at most {ENGINE_STRING_BYTES}); not sent")
+    return text
+
+
 class Batch(list[dict[str, Any]]):
     """Facts for one ``assert_facts`` call, with their JSON already written (by
-    :func:`dumps`): a session's facts are asserted once per stratum, and writing them again
-    each time was the engine worker's largest cost."""
+    :func:`dumps`, each fact's text checked by :func:`engine_safe`): a session's facts are
+    asserted once per stratum, and writing them again each time was the engine worker's
+    largest cost."""
 
     def __init__(self, facts: list[dict[str, Any]], text: str) -> None:
         super().__init__(facts)
@@ -114,11 +145,13 @@ _KEPT: list[list[str]] = [[]]
 def texts_kept() -> Iterator[None]:
     """Keep every JSON text given to the engine alive until this block (one session) ends.
 
-    durable-rules keeps pointers into a fact's JSON text (its string values) after the call
-    that asserted it, and reads them in later joins. A text Python frees right after the
-    call is then read after free (valgrind: ``reduceString`` from ``isBetaMatch``), and a
-    join's outcome depends on what reused the memory: the same cell derived one error
-    fewer when only the length of ``PATH`` changed."""
+    durable-rules copies a stored fact's JSON text but leaves its ``id`` and ``sid`` pointing
+    into the caller's text (``copyMessage`` in its ``state.c``), and reads them in later
+    joins. A text Python frees right after the call is then read after free (valgrind:
+    ``reduceString`` from ``isBetaMatch``), and a join on ``id`` depends on what reused the
+    memory: the same cell derived one error fewer when only the length of ``PATH``
+    changed. The lowered rules join on ``fid`` instead (a copy of the id the engine
+    re-points, see ``lower.JOIN_ID``), so this is a second line: no join reads ``id``."""
     _KEPT.append([])
     try:
         yield
@@ -128,14 +161,17 @@ def texts_kept() -> Iterator[None]:
 
 class _JsonShim:
     """json.dumps for durable-rules: compact through orjson when no float is written, and
-    ``1e-05`` as ``1.0e-05`` (the engine rejects the former); every text is kept (see
-    :func:`texts_kept`)."""
+    ``1e-05`` as ``1.0e-05`` (the engine rejects the former); no string longer than the
+    engine compares (see :func:`engine_safe`; a :class:`Batch` was checked fact by fact);
+    every text is kept (see :func:`texts_kept`)."""
 
     loads = staticmethod(_loads)
 
     @staticmethod
     def dumps(obj: Any, **kwargs: Any) -> str:
         text = _write(obj, kwargs)
+        if type(obj) is not Batch:
+            engine_safe(text)
         _KEPT[-1].append(text)
         return text
 

@@ -15,8 +15,9 @@ from kvrules.policy import codes
 from kvrules.policy.model import Atom, Expr, Pattern, Ref, Rule
 from kvrules.policy.operators import OPERATORS
 from kvrules.backend.durable.encode import (ABSENT_MARK, AGREE_SUFFIX, DISCRIMINATOR,
-                                           LENGTH_SUFFIX, NUMERIC_SUFFIX, TRUTHY_SUFFIX,
-                                           companion, encode_scalar, escape_prefix)
+                                           ENGINE_STRING_BYTES, JOIN_ID, LENGTH_SUFFIX,
+                                           NUMERIC_SUFFIX, TRUTHY_SUFFIX, companion,
+                                           encode_scalar, escape_prefix, string_problem)
 from kvrules.facts.jsontypes import value_type
 
 if TYPE_CHECKING:  # compiler passes: the compiler itself runs only to compile
@@ -28,6 +29,13 @@ INVERSE = {"lt": "$gte", "le": "$gt", "gt": "$lte", "ge": "$lt"}
 DIRECT = {"lt": "$lt", "le": "$lte", "gt": "$gt", "ge": "$gte"}
 Lowering = Callable[[str, Any, bool], dict[str, Any]]
 """``(field, literal operand, negated) -> engine condition``."""
+
+
+def engine_field(name: str) -> str:
+    """The engine field a rule's field is read from: a fact's ``id`` from ``fid`` (the
+    engine leaves a stored fact's ``id`` pointing into the caller's JSON text, which a join
+    may read after it was freed; ``fid`` it copies, see ``encode.JOIN_ID``)."""
+    return JOIN_ID if name == "id" else name
 
 
 def _is_number(value: Any) -> bool:
@@ -77,9 +85,10 @@ def _is(field: str, kind: str, negated: bool) -> dict[str, Any]:
 def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
     ref = atom.operand
     assert isinstance(ref, Ref)
-    f, t = atom.field, companion(atom.field)
+    f, ref_field = engine_field(atom.field), engine_field(ref.field)
+    t = companion(f)
     source = "$m" if ref.alias == alias else ref.alias
-    other, other_t = {source: ref.field}, {source: companion(ref.field)}
+    other, other_t = {source: ref_field}, {source: companion(ref_field)}
     if atom.op == "same_as":  # absent markers on both sides: absent equals absent
         if atom.negated:
             return {"$or": [{"$neq": {f: other}}, {"$neq": {t: other_t}}]}
@@ -91,7 +100,7 @@ def _ref_atom(atom: Atom, alias: str) -> dict[str, Any]:
                         {"$neq": {t: other_t}}]}
     if atom.negated:
         raise ValueError("a negated comparison with a ref cannot be lowered")
-    other_n = {source: _num(ref.field)}
+    other_n = {source: _num(ref_field)}
     return {"$and": [{_num(f): 1}, {_num(f): other_n}, {DIRECT[atom.op]: {f: other}}]}
 
 
@@ -192,7 +201,7 @@ def lower_atom(atom: Atom, alias: str = "") -> dict[str, Any]:
     lowering = LOWERINGS.get(atom.op)
     if lowering is None:
         raise ValueError(f"unknown operator {atom.op}")
-    return lowering(atom.field, atom.operand, atom.negated)
+    return lowering(engine_field(atom.field), atom.operand, atom.negated)
 
 
 def _flatten(key: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -263,7 +272,7 @@ def pattern_variants(pattern: Pattern) -> list[dict[str, Any]]:
     # An engine conjunction holding exactly one join comparison reads past its expression
     # list (valgrind: invalid read in reduceExpressionSequence); a second, always-true join
     # comparison (two bound facts never share an id) keeps every join list well-formed.
-    distinct = {"$neq": {"id": {other: "id"}}}
+    distinct = {"$neq": {JOIN_ID: {other: JOIN_ID}}}
     return [{alias: {"$and": conj + [distinct]}} for conj in _dnf(expr)]
 
 
@@ -282,7 +291,7 @@ def _variants(name: str, run: str, alternatives: list[list[dict[str, Any]]]
 def neg_ok_pattern(rule: Rule) -> dict[str, Any]:
     """The join on the runtime's ``neg_ok`` fact for this rule's binding."""
     conds: list[dict[str, Any]] = [{DISCRIMINATOR: NEG_OK}, {"rule": "s:" + rule.id}]
-    conds += [{f"b_{p.alias}": {p.alias: "id"}} for p in rule.positives]
+    conds += [{f"b_{p.alias}": {p.alias: JOIN_ID}} for p in rule.positives]
     return {"neg_ok_": {"$and": conds}}
 
 
@@ -327,6 +336,29 @@ def sink_rules(fact_types: list[str]) -> dict[str, dict[str, Any]]:
             "session#open": {"all": [{"x": {DISCRIMINATOR: SESSION_FACT}}], "run": "sink#"}}
 
 
+class LiteralTooLong(ValueError):
+    """A string of a rule is longer than the engine compares whole."""
+
+
+def _check_strings(lowered: Any) -> None:
+    """Raise ValueError when a string of a lowered rule (a literal, a ``$mt`` pattern, a
+    name) or of an action's literals is longer than the engine compares whole (16-bit
+    lengths, see ``encode.ENGINE_STRING_BYTES``): it would match what merely starts alike."""
+    stack = [lowered]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str):
+            problem = string_problem(item, ENGINE_STRING_BYTES)
+            if problem:
+                raise LiteralTooLong(f"a rule literal is a {problem}; the engine would "
+                                     "compare only its start")
+
+
 def lower_to_durable(state: CompileState) -> None:
     """One durable ruleset definition per stratum (probes one stratum before their rule)."""
     policy = state.policy
@@ -336,13 +368,19 @@ def lower_to_durable(state: CompileState) -> None:
     for rule in policy.rules:
         k = state.strata[rule.id] - 1
         try:
-            rulesets[k].update(lower_rule(rule))
+            lowered = lower_rule(rule)
             if rule.negatives:  # stratify never puts such a rule first
                 assert k >= 1, f"rule {rule.id} with 'none' in the first stratum"
-                rulesets[k - 1].update(lower_probes(rule))
+                probes = lower_probes(rule)
+                _check_strings(probes)
+                rulesets[k - 1].update(probes)
+            _check_strings(lowered)
+            _check_strings([a.args for a in rule.actions])
+            rulesets[k].update(lowered)
         except ValueError as exc:
-            state.error(codes.RULE_UNSUPPORTED, f"{exc}; split the rule", rule.loc,
-                        rule.pointer, rule.id)
+            advice = "" if isinstance(exc, LiteralTooLong) else "; split the rule"
+            state.error(codes.RULE_UNSUPPORTED, f"{exc}{advice}", rule.loc, rule.pointer,
+                        rule.id)
     kinds = sorted(state.fact_types) + [NEG_OK]
     for k, ruleset in enumerate(rulesets, start=1):
         ruleset.update(sink_rules(kinds))

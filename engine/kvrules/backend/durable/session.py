@@ -64,8 +64,8 @@ class _Context:
         encoded = encode_fact(fact_type, fact_id, fields,
                               self.cp.list_fields.get(fact_type, frozenset()), self.read,
                               self.valued)
-        for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # never set order (the
-            if name not in encoded and name not in fields:  # engine's joins depend on it)
+        for name in sorted(self.cp.ref_targets.get(fact_type, ())):  # sorted: the same
+            if name not in encoded and name not in fields:  # text under every hash seed
                 marker = absent_marker(name)
                 encoded.update(marker if self.read is None else only_read(marker, self.read))
         self.encoded.append(encoded)
@@ -261,13 +261,14 @@ def evaluate(cp: CompiledPolicy, facts: list[Fact]) -> Evaluation:
 def _batch(ctx: _Context, sid: str, matched: frozenset[str] | None = None) -> hostmod.Batch:
     """The facts known so far of the types ``matched`` (None: all), in session ``sid``: the
     JSON of ``[dict(f, sid=sid) ...]`` from each fact's JSON written once per evaluation."""
-    for fact in ctx.encoded[len(ctx.texts):]:
-        ctx.texts.append(hostmod.dumps(fact)[:-1] if fact and "sid" not in fact else None)
+    for fact in ctx.encoded[len(ctx.texts):]:  # each text checked once (engine_safe)
+        text = hostmod.engine_safe(hostmod.dumps(fact)) if fact and "sid" not in fact else None
+        ctx.texts.append(text[:-1] if text is not None else None)
     chosen = [(f, text) for f, text in zip(ctx.encoded, ctx.texts)
               if matched is None or f.get(DISCRIMINATOR) in matched]
     facts = [dict(f, sid=sid) for f, _ in chosen]
     tail = f',"sid":"{sid}"}}'  # sid is a decimal number: nothing to escape
-    parts = [hostmod.dumps(f) if text is None else text + tail
+    parts = [hostmod.engine_safe(hostmod.dumps(f)) if text is None else text + tail
              for f, (_, text) in zip(facts, chosen)]
     return hostmod.Batch(facts, "[" + ",".join(parts) + "]")
 
@@ -282,7 +283,11 @@ def _run_session(engine: Any, name: str, ctx: _Context,
 def _session(engine: Any, name: str, ctx: _Context, matched: frozenset[str] | None) -> None:
     global _TAINTED
     sid = str(next(_SIDS))
-    batch = _batch(ctx, sid, matched)
+    try:
+        batch = _batch(ctx, sid, matched)
+    except hostmod.StringTooLong as exc:  # refused before the engine: nothing to undo
+        ctx.result.failures.append(f"engine: {exc}")
+        return
     try:
         engine.assert_facts(name, batch)
     except Exception as exc:  # the session may be half-made: never touch it again
