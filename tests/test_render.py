@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import json
+import re
 from typing import Iterator
 
 import pytest
@@ -52,19 +53,39 @@ def test_json_is_byte_deterministic_indented_and_newline_terminated() -> None:
     assert text.endswith("}\n") and not text.endswith("\n\n")
 
 
-def stdlib_document(report: Report) -> str:
-    """The json document's layout written with the standard library alone: the report
-    indented by two, each point record on one line as its compact JSON Lines record."""
-    doc = report.to_dict()
-    records: list[str] = []
-    for cell in doc["cells"]:
-        for n, point in enumerate(cell.get("points", ())):
-            cell["points"][n] = f"\x00point {len(records)}\x00"
-            records.append(json.dumps(point, ensure_ascii=False, separators=(",", ":")))
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    for n, record in enumerate(records):
-        text = text.replace(f'"\\u0000point {n}\\u0000"', record, 1)
-    return text
+def indented_by_two(text: str) -> bool:
+    """Every line of ``text`` starts with two spaces per bracket open before it (a line that
+    starts by closing one: after it), and the brackets balance."""
+    depth = 0
+    for line in text.split("\n"):  # (not at U+2028, which is no line end in JSON)
+        body = line.lstrip(" ")
+        if len(line) - len(body) != 2 * (depth - (body[:1] in ("]", "}"))):
+            return False
+        for token in re.findall(r'"(?:[^"\\]|\\.)*"|[][{}]', body):
+            depth += (token in "[{") - (token in "]}")
+    return depth == 0
+
+
+def assert_documented_layout(report: Report) -> None:
+    """The json document reads as the report, is indented by two and holds each point
+    record on one line, four levels down, the same bytes as its ``jsonl`` record; the
+    ``jsonl`` stream is one compact record per line."""
+    text = render_json(report)
+    assert json.loads(text) == json.loads(json.dumps(report.to_dict()))
+    assert text.endswith("}\n") and indented_by_two(text)
+    lines = "".join(iter_jsonl(report.policy, report.cells)).split("\n")
+    assert lines.pop() == "" and all(compact(line) for line in lines)
+    in_stream = [line for line in lines if json.loads(line)["kind"] == "point"]
+    in_document = [line[8:].removesuffix(",") for line in text.split("\n")
+                   if line.startswith(" " * 8 + '{"kind":"point"')]
+    assert in_document == in_stream
+    assert len(in_stream) == sum(len(cell.points) for cell in report.cells)
+
+
+def compact(line: str) -> bool:
+    """``line`` is one JSON value without whitespace outside its strings."""
+    json.loads(line)
+    return not re.search(r"\s", re.sub(r'"(?:[^"\\]|\\.)*"', "", line))
 
 
 def test_every_point_of_the_json_document_is_its_jsonl_line() -> None:
@@ -77,7 +98,7 @@ def test_every_point_of_the_json_document_is_its_jsonl_line() -> None:
     in_document = [line.strip().rstrip(",") for line in text.splitlines()
                    if line.startswith(" " * 8 + '{"kind":"point"')]
     assert stream and in_document == stream
-    assert text == stdlib_document(report)
+    assert_documented_layout(report)
 
 
 def test_json_keeps_the_contract_key_order() -> None:
@@ -120,8 +141,7 @@ def test_jsonl_lines_are_compact_single_records() -> None:
     assert [piece.count("\n") for piece in pieces] == [1, 2, 1, 1]
     lines = "".join(pieces).splitlines()
     assert lines[1].startswith('{"kind":"point","cell_id":"fpm-llama31-8b-decode-tp1",')
-    assert [json.dumps(json.loads(line), separators=(",", ":"), ensure_ascii=False)
-            for line in lines] == lines
+    assert all(map(compact, lines))
 
 
 def test_jsonl_writes_each_cell_before_reading_the_next() -> None:
@@ -294,57 +314,57 @@ def test_an_unknown_diagnostics_format_is_a_programming_error() -> None:
         render_diagnostics([RULE_ERROR], "xml")  # type: ignore[arg-type]
 
 
-# --- orjson where it agrees, streaming where memory matters -------------------------------
+# --- one encoder, streaming where memory matters -------------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from kvrules.facts.jsontypes import encode  # noqa: E402
 from kvrules.verdicts import render as _render  # noqa: E402
 
 _values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(1 << 70), 1 << 70),
-              st.floats(allow_nan=False), st.text(max_size=6),
-              st.sampled_from(["\ud800", "é", "\u2028", "\x00", "\x7f", "\U0001f600"])),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
+              st.sampled_from(["\ud800", "é\udc80", "\u2028", "\x00", "\x7f", "\U0001f600"])),
     lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=4), inner, max_size=4)),
+                            st.dictionaries(st.text(max_size=4) | st.just("k\udfff"), inner,
+                                            max_size=4)),
     max_leaves=25)
 
 
 @settings(max_examples=500, deadline=None, derandomize=True)
 @given(_values)
-def test_encoding_gives_the_standard_library_bytes(value) -> None:
-    import json
-    assert _render._dumps(value, False) == json.dumps(value, ensure_ascii=False,
-                                                      separators=(",", ":"))
-    assert _render._dumps(value, True) == json.dumps(value, indent=2, ensure_ascii=False)
+def test_the_encoder_writes_json_that_reads_as_the_value(value) -> None:
+    """Integers beyond 64 bits and lone surrogates (copied from evidence) included: a JSON
+    reader reads what was written; indented by two, or compact on one line."""
+    for indent in (False, True):
+        text = encode(value, indent=indent).decode()
+        assert json.loads(text) == value
+        assert indented_by_two(text) if indent else compact(text)
+    assert json.loads(encode(value, sort_keys=True)) == value
+
+
+def test_a_lone_surrogate_is_written_as_its_escape() -> None:
+    assert encode({"m": "é\ud800", "n": 2 ** 70}) == \
+        b'{"m":"\xc3\xa9\\ud800","n":1180591620717411303424}'
 
 
 def test_streamed_json_and_table_equal_the_whole_report_renderings() -> None:
-    import json
     from kvrules import api
     from helpers import EXAMPLES
     report = api.classify([str(p) for p in sorted(EXAMPLES.iterdir()) if p.is_dir()])
-    whole = stdlib_document(report)
+    whole = render_json(report)
     assert "".join(_render.iter_json(report.policy, iter(report.cells))) == whole
-    assert render_json(report) == whole
-    assert "".join(_render.iter_json(report.policy, iter(()))) == json.dumps(
-        {**report.to_dict(), "cells": [], "summary": _render.summarize([]).to_dict()},
-        indent=2, ensure_ascii=False) + "\n"
+    assert_documented_layout(report)
+    empty = "".join(_render.iter_json(report.policy, iter(())))
+    assert json.loads(empty) == {**report.to_dict(), "cells": [],
+                                 "summary": _render.summarize([]).to_dict()}
+    assert indented_by_two(empty)
     assert _render.table_of(report.policy, iter(report.cells)) == render_table(report)
 
 
-@pytest.mark.parametrize("value", [1e-05, 0.0001, 1e16, 1e15, -0.0, float("inf"), float("-inf"),
-                                   {"a": [1.5e-07, None]}, 2 ** 64, -(2 ** 63) - 1, "\ud800",
-                                   {"v": "0.11.3"}, [None]])
-def test_values_where_orjson_differs_take_the_standard_encoder(value) -> None:
-    import json
-    assert _render._dumps(value, False) == json.dumps(value, ensure_ascii=False,
-                                                      separators=(",", ":"))
-    assert _render._dumps(value, True) == json.dumps(value, indent=2, ensure_ascii=False)
-
-
 _field = st.one_of(st.text(max_size=5), st.none(), st.integers(-(1 << 70), 1 << 70),
-                   st.booleans(), st.floats(allow_nan=False),
+                   st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
                    st.sampled_from(["\ud800", "\x00", "é", "decode", "ok"]))
 _strings = st.one_of(st.tuples(), st.tuples(st.text(max_size=4)),
                      st.lists(_field, max_size=3).map(tuple), st.lists(st.text(max_size=3)))
@@ -372,22 +392,19 @@ def _points(draw) -> "PointVerdict":
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.lists(_points(), max_size=6))
-def test_point_records_are_the_standard_library_bytes(points) -> None:
-    """The formatted point records (one verdict part per class) equal the stdlib encoding of
-    the whole document (in its layout) and of every JSON Lines record, whatever a field
-    holds, for points as objects and as the columns a classification keeps them in."""
+def test_point_records_read_as_the_points_in_the_documented_layout(points) -> None:
+    """Whatever a field holds (non-finite numbers never reach a verdict), for points as
+    objects and as the columns a classification keeps them in: the json document and every
+    JSON Lines record read as the points, in the documented layout."""
     from kvrules.verdicts.model import POINT_FIELDS, PointVerdicts
     columns = [[getattr(p, name) for p in points] for name in POINT_FIELDS]
-    records = [p.to_dict() for p in points]
     for kept in (tuple(points), PointVerdicts(columns)):
         cell = replace(dense_cell(), points=kept)
-        report = Report(POLICY, (cell,))
-        assert render_json(report) == stdlib_document(report)
-        assert json.loads(render_json(report)) == json.loads(json.dumps(report.to_dict()))
+        assert_documented_layout(Report(POLICY, (cell,)))
         lines = "".join(iter_jsonl(POLICY, [cell, cell])).split("\n")[:-1]
-        expected = [json.dumps(r, ensure_ascii=False, separators=(",", ":"))
-                    for r in records + [cell.to_dict(with_points=False)]]
-        assert lines[1:-1] == expected * 2  # (split at "\n" only: U+2028 is not a line end)
+        expected = [p.to_dict() for p in points] + [cell.to_dict(with_points=False)]
+        assert list(map(json.loads, lines[1:-1])) == expected * 2  # (split at "\n" only:
+        # U+2028 is not a line end)
 
 
 def test_point_verdicts_kept_as_columns_are_the_points_they_stand_for() -> None:

@@ -12,15 +12,13 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any, Callable
 
-import orjson
-
 from kvrules.facts.model import Fact
 from kvrules.facts.points import PointTable
 from kvrules.policy.compiled import CompiledPolicy, per_policy
 from kvrules.policy.model import Atom
 from kvrules.policy.operators import OPERATORS, shape
 from kvrules.policy.evaluate import MISSING, eval_atom, value_test
-from kvrules.facts.jsontypes import canonical
+from kvrules.facts.jsontypes import canonical, encode
 
 
 def point_key(cp: CompiledPolicy, fields: dict[str, Any]) -> tuple[Any, ...]:
@@ -200,19 +198,11 @@ def projection(cp: CompiledPolicy, facts: list[Fact]) -> str:
 
 
 def projection_key(cp: CompiledPolicy, facts: list[Fact]) -> bytes:
-    """The key of the cross-cell memo: a sha256 of what the rules read (a cell's text is
-    kilobytes, and the memo keeps hundreds of keys). Equal keys need equal values of equal
-    JSON types, which orjson's sorted compact text shows as well as :func:`projection`, at
-    a quarter of the cost; what orjson refuses (an integer beyond 64 bits, a lone
-    surrogate) takes :func:`projection`. The two texts are tagged apart before hashing.
-    Only cells bound for the engine are keyed: their values are finite (see
-    ``pipeline.value_problems``), so orjson never writes a NaN as ``null``."""
-    rows = _projected(cp, facts)
-    try:
-        text = b"o" + orjson.dumps(rows, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        text = b"c" + canonical(rows).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(text).digest()
+    """The key of the cross-cell memo: a sha256 of what the rules read, as the report's
+    encoder writes it with sorted keys (a cell's text is kilobytes, and the memo keeps
+    hundreds of keys). Only cells bound for the engine are keyed: their values are finite
+    (see ``pipeline.value_problems``), so no NaN is written as ``null``."""
+    return hashlib.sha256(encode(_projected(cp, facts), sort_keys=True)).digest()
 
 
 __all__ = ["point_key", "point_classes", "projection", "projection_key", "MISSING"]
