@@ -13,8 +13,8 @@ in benchmark_id order), then the copies on every other rank in file order.
 from __future__ import annotations
 
 import operator
-import pickle
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, overload
 
 from kvrules.artifacts.model import ABSENT as _ABSENT
@@ -51,11 +51,6 @@ the rank, the ranks holding its benchmark_id, and the index of its reported row 
 reported row itself)."""
 
 
-_RARE = ("_reasons", "_files", "_positions", "_indexes", "_ranks", "_held", "_row")
-"""Columns read only to build a copy's whole fact or name its source, never for the report's
-coordinates: a pickled table carries them packed, unpacked on their first use."""
-
-
 def _columns_of(results: list[Any]) -> dict[str, list[Any]]:
     """The columns a table keeps, by point field, read from ``results`` items in order."""
     points = list(map(_POINT, results))
@@ -89,52 +84,38 @@ def _copies(found: list[dict[str, list[Any]]], name: str, order: list[int] | Non
     return out
 
 
+_PER_COPY = ("natives", "reasons", "files", "positions", "indexes", "ranks", "held", "row")
+"""The per-copy columns besides the coordinates."""
+
+
+@dataclass(eq=False, repr=False)
 class PointTable:
     """Every copy of every point of one cell (see the module docstring for the order).
 
-    It holds columns of the values found, not the documents: the raw files are freed once
-    the cell is extracted, and a table crosses to another process as a few flat lists.
+    It holds columns of the values found, in copy order, not the documents: the raw files
+    are freed once the cell is extracted, and a table crosses to another process as a few
+    flat lists. A table of built facts only (:meth:`of_rows`) has no columns.
     """
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The columns, the rarely read ones (:data:`_RARE`) packed into one string: a
-        worker's table is unpickled by the parent, which mostly reads coordinates (the
-        packed lists of lists cost it a third of the unpickling)."""
-        state = dict(self.__dict__)
-        if "_packed" not in state and all(name in state for name in _RARE):
-            rare = tuple(state.pop(name) for name in _RARE)
-            state["_packed"] = pickle.dumps(rare, protocol=pickle.HIGHEST_PROTOCOL)
-        return state
-
-    def __getattr__(self, name: str) -> Any:
-        """A packed column, unpacked with the others on the first use of one (reached only
-        for an attribute the table does not have)."""
-        packed = self.__dict__.pop("_packed", None) if name in _RARE else None
-        if packed is None:
-            raise AttributeError(name)
-        self.__dict__.update(zip(_RARE, pickle.loads(packed)))
-        return self.__dict__[name]
-
-    def __init__(self, copies: list[Copy], n_rows: int) -> None:
-        """Prefer :meth:`of_ranks` or :meth:`of_rows`."""
-        docs, positions, indexes, ranks, held, row = map(list, zip(*copies)) if copies \
-            else ([], [], [], [], [], [])
-        results = list(map(operator.getitem, [doc.results() for doc in docs], indexes))
-        self._keep(_columns_of(results), [doc.relpath for doc in docs], positions, indexes,
-                   ranks, held, row, n_rows)
-
-    def _keep(self, columns: dict[str, list[Any]], files: list[str], positions: list[int],
-              indexes: list[int], ranks: list[int], held: list[list[Any]], row: list[int],
-              n_rows: int) -> None:
-        """Keep the columns of the copies (by point field, see :func:`_columns_of`), in copy
-        order (lists this table owns)."""
-        self.n_rows = n_rows
-        self._size = len(columns["native_regime"])
-        self._built: dict[int, Fact] = {}
-        self._coordinates = {name: columns[name] for name in COORDINATES}
-        self._natives, self._reasons = columns["native_regime"], columns["sample_reasons"]
-        self._files, self._positions, self._indexes = files, positions, indexes
-        self._ranks, self._held, self._row = ranks, held, row
+    n_rows: int
+    coordinates: dict[str, list[Any]]
+    """Each of :data:`COORDINATES` by name (empty in a table of built facts only)."""
+    natives: list[Any]
+    """The native regime (``kv_seed_regime``), :data:`ABSENT` where a result has none."""
+    reasons: list[Any]
+    """``sample_reasons`` as found (None where a point has none)."""
+    files: list[str]
+    positions: list[int]
+    """The position of the copy's document among the ranks."""
+    indexes: list[int]
+    """The copy's index in its document's ``results``."""
+    ranks: list[int]
+    held: list[list[Any]]
+    """The ranks holding the copy's benchmark_id (one list shared by its copies)."""
+    row: list[int]
+    """The copy of the copy's reported row (-1 for a reported row itself)."""
+    built: dict[int, Fact] = field(default_factory=dict)
+    """The facts built so far, by copy (what columns read for them: they may be edited)."""
 
     @classmethod
     def of_ranks(cls, ranks: list[Document]) -> "PointTable":
@@ -166,11 +147,9 @@ class PointTable:
         # benchmark_id's between its copies (a pickled table then holds it once)
         found = list(map(_found, ranks))
         in_order = None if order == list(range(n)) else order
-        table = cls.__new__(cls)
-        table._keep({name: _copies(found, name, in_order) for name in found[0]}, files,
-                    positions, order + list(range(n)) * others, copy_ranks,
-                    [held] * len(positions), [-1] * n + row_of * others, n)
-        return table
+        return cls._of_columns({name: _copies(found, name, in_order) for name in found[0]},
+                               n, files, positions, order + list(range(n)) * others,
+                               copy_ranks, [held] * len(positions), [-1] * n + row_of * others)
 
     @classmethod
     def _any_points(cls, ranks: list[Document], numbers: list[int]) -> "PointTable":
@@ -193,35 +172,40 @@ class PointTable:
                 peers.append((doc, r, i, rank, held, bid))
         rows.sort(key=lambda row: row[0])
         row_of = {bid: n for n, (bid, _) in enumerate(rows)}
-        return cls([copy for _, copy in rows] + [(*peer[:5], row_of[peer[5]]) for peer in peers],
-                   len(rows))
+        copies = [copy for _, copy in rows] + [(*peer[:5], row_of[peer[5]]) for peer in peers]
+        docs, positions, indexes, copy_ranks, held_by, row = \
+            map(list, zip(*copies)) if copies else ([], [], [], [], [], [])
+        results = list(map(operator.getitem, [doc.results() for doc in docs], indexes))
+        return cls._of_columns(_columns_of(results), len(rows), [doc.relpath for doc in docs],
+                               positions, indexes, copy_ranks, held_by, row)
+
+    @classmethod
+    def _of_columns(cls, columns: dict[str, list[Any]], n_rows: int, files: list[str],
+                    positions: list[int], indexes: list[int], ranks: list[int],
+                    held: list[list[Any]], row: list[int]) -> "PointTable":
+        """The table of the columns :func:`_columns_of` names and the others, by copy."""
+        return cls(n_rows, {name: columns[name] for name in COORDINATES},
+                   columns["native_regime"], columns["sample_reasons"], files, positions,
+                   indexes, ranks, held, row)
 
     @classmethod
     def of_rows(cls, rows: Sequence[PointRow], peers: Sequence[PointRow] = ()) -> "PointTable":
         """A table over facts already built (hand-made cells, policy test cases)."""
-        table = cls([], len(rows))
-        table._built = dict(enumerate([row.fact for row in rows] + [row.fact for row in peers]))
-        table._size = len(table._built)
-        table._coordinates = {}
-        return table
+        facts = [row.fact for row in rows] + [row.fact for row in peers]
+        return cls(len(rows), {}, [], [], [], [], [], [], [], [], dict(enumerate(facts)))
 
     def __len__(self) -> int:
-        return self._size
+        return len(self.natives) if self.coordinates else len(self.built)
 
     def reported(self) -> "PointTable":
         """This table without the copies on other ranks: what a verdict reads (a row's
         coordinates and source), at half the size when it crosses to another process."""
-        if not self._coordinates or self._size == self.n_rows:
-            return self
         n = self.n_rows
-        table = PointTable([], n)
-        table._size = n
-        table._built = {i: fact for i, fact in self._built.items() if i < n}
-        table._coordinates = {name: column[:n] for name, column in self._coordinates.items()}
-        for name in ("_natives", "_reasons", "_files", "_positions", "_indexes", "_ranks",
-                     "_held", "_row"):
-            setattr(table, name, getattr(self, name)[:n])
-        return table
+        if not self.coordinates or len(self) == n:
+            return self
+        return replace(self, coordinates={k: v[:n] for k, v in self.coordinates.items()},
+                       built={i: fact for i, fact in self.built.items() if i < n},
+                       **{name: getattr(self, name)[:n] for name in _PER_COPY})
 
     @property
     def rows(self) -> "PointRows":
@@ -235,48 +219,52 @@ class PointTable:
 
     def column(self, name: str, absent: Any = None) -> list[Any]:
         """The field ``name`` of every copy's fact (``absent`` where the fact lacks it)."""
-        if not self._coordinates:  # a table of built facts only
-            return [self._built[i].fields.get(name, absent) for i in range(len(self))]
+        if not self.coordinates:  # a table of built facts only
+            return [self.built[i].fields.get(name, absent) for i in range(len(self))]
         values = self._raw_column(name, absent)
-        for i, fact in self._built.items():  # built facts may have been edited since
+        for i, fact in self.built.items():  # built facts may have been edited since
             values[i] = fact.fields.get(name, absent)
         return values
 
     def _raw_column(self, name: str, absent: Any) -> list[Any]:
-        if name in self._coordinates:
-            return list(self._coordinates[name])
+        if name in self.coordinates:
+            return list(self.coordinates[name])
         if name == "native_regime":
-            if _ABSENT not in self._natives:  # (found in C: the usual column)
-                return list(self._natives)
-            return [absent if n is _ABSENT else n for n in self._natives]
+            if _ABSENT not in self.natives:  # (found in C: the usual column)
+                return list(self.natives)
+            return [absent if n is _ABSENT else n for n in self.natives]
         if name == "native_skip_reason":
-            return _skip_reasons(self._natives, absent)
+            return _skip_reasons(self.natives, absent)
         if name == "sample_reasons":
-            return [r or [] for r in self._reasons]
+            return [r or [] for r in self.reasons]
         if name == "rank":
-            return list(self._ranks)
+            return list(self.ranks)
         if name == "on_ranks":
-            return list(self._held)
+            return list(self.held)
         if name == "views":
             return self._views()
         return [self.fact(i).fields.get(name, absent) for i in range(len(self))]
 
+    def _same(self) -> list[Any] | None:
+        """Every copy's view as a tuple, when equal tuples mean equal values of the same
+        classes (else None: views are compared one by one)."""
+        columns = [self.coordinates[name] for name in VIEW_KEYS] + [self.natives]
+        if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
+            return list(zip(*columns))
+        return None
+
     def _views(self) -> list[list[dict[str, Any]]]:
         """Each copy's view and, on other ranks, the reported row's view before it. A copy
         that agrees with its row in values and JSON types shares the row's view object."""
-        columns = [self._coordinates[name] for name in VIEW_KEYS] + [self._natives]
-        if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
-            same: list[Any] = list(zip(*columns))  # equal tuples: equal values and classes
-        else:
-            same = list(range(len(self)))  # compared view by view below
-        rows = [self._view(i) for i in range(self.n_rows)]
+        same = self._same() or list(range(len(self)))  # indexes: compared view by view
+        rows = [self.view(i) for i in range(self.n_rows)]
         out: list[list[dict[str, Any]]] = [[v] for v in rows]
         for i in range(self.n_rows, len(self)):
-            row = self._row[i]
+            row = self.row[i]
             if same[i] == same[row]:
                 out.append([rows[row], rows[row]])
                 continue
-            own = self._view(i)
+            own = self.view(i)
             out.append([rows[row], rows[row] if _plainly_equal(rows[row], own) else own])
         return out
 
@@ -284,67 +272,60 @@ class PointTable:
         """For every copy on another rank, whether its view agrees with its row's (in values
         and JSON types), so its ``views`` holds the row's view twice; None when the table
         holds built facts (an edited fact's views are read from it, copy by copy)."""
-        if self._built or not self._coordinates:
+        if self.built or not self.coordinates:
             return None
-        columns = [self._coordinates[name] for name in VIEW_KEYS] + [self._natives]
-        if all(set(map(type, column)) <= _UNCONFUSED for column in columns):
-            same: list[Any] = list(zip(*columns))
+        same = self._same()
+        if same is not None:
             return list(map(operator.eq, same[self.n_rows:],
-                            [same[row] for row in self._row[self.n_rows:]]))
-        return [_plainly_equal(self._view(self._row[i]), self._view(i))
+                            [same[row] for row in self.row[self.n_rows:]]))
+        return [_plainly_equal(self.view(self.row[i]), self.view(i))
                 for i in range(self.n_rows, len(self))]
 
     def row_of(self, i: int) -> int:
         """The copy of ``i``'s reported row (itself for a row, -1 in a table of built facts)."""
-        if not self._coordinates:
+        if not self.coordinates:
             return -1
-        return i if i < self.n_rows else self._row[i]
+        return i if i < self.n_rows else self.row[i]
 
     def view(self, i: int) -> dict[str, Any]:
         """Copy ``i``'s own view: its coordinates and native regime as its rank reports them."""
-        return self._view(i)
-
-    def _view(self, i: int) -> dict[str, Any]:
-        c = self._coordinates
+        c = self.coordinates
         view = {"point_type": c["point_type"][i], "batch_size": c["batch_size"][i],
                 "total_prefill_tokens": c["total_prefill_tokens"][i],
                 "total_kv_read_tokens": c["total_kv_read_tokens"][i]}
-        if self._natives[i] is not _ABSENT:
-            view["native_regime"] = self._natives[i]
+        if self.natives[i] is not _ABSENT:
+            view["native_regime"] = self.natives[i]
         return view
 
     def source(self, i: int) -> tuple[str, str]:
         """The file and JSON pointer of copy ``i``'s result."""
-        if i in self._built or not self._coordinates:
+        if i in self.built or not self.coordinates:
             return self.fact(i).source()
-        return (self._files[i], f"/results/{self._indexes[i]}")
+        return (self.files[i], f"/results/{self.indexes[i]}")
 
     def fact(self, i: int) -> Fact:
         """The whole fact of copy ``i`` (built once, then the same object)."""
-        fact = self._built.get(i)
+        fact = self.built.get(i)
         if fact is None:
-            fact = self._built[i] = self._build(i)
+            fact = self.built[i] = self._build(i)
         return fact
 
     def _build(self, i: int) -> Fact:
-        c, row = self._coordinates, self._row[i]
+        c, row = self.coordinates, self.row[i]
         bid = c["benchmark_id"][i]
-        fields: dict[str, Any] = {
-            "benchmark_id": bid, "point_type": c["point_type"][i],
-            "batch_size": c["batch_size"][i], "total_prefill_tokens": c["total_prefill_tokens"][i],
-            "total_kv_read_tokens": c["total_kv_read_tokens"][i],
-            "sample_reasons": self._reasons[i] or [], "rank": self._ranks[i],
-            "on_ranks": self._held[i],
-            "views": [self._view(i)] if row < 0 else [self._view(row), self._view(i)]}
-        native = self._natives[i]
+        fields: dict[str, Any] = {name: c[name][i] for name in COORDINATES}
+        fields.update(sample_reasons=self.reasons[i] or [], rank=self.ranks[i],
+                      on_ranks=self.held[i],
+                      views=[self.view(i)] if row < 0 else [self.view(row), self.view(i)])
+        native = self.natives[i]
         if native is not _ABSENT:
             fields["native_regime"] = native
             reason = _skip_reason(native, _ABSENT)
             if reason is not _ABSENT:
                 fields["native_skip_reason"] = reason
-        index = self._indexes[i]
-        fact_id = f"p{bid}" if row < 0 else f"p{bid}@{self._positions[i]}.{index}"
-        return Fact("point", fact_id, fields, base=(self._files[i], f"/results/{index}"),
+        index = self.indexes[i]
+        fact_id = f"p{bid}" if row < 0 else f"p{bid}@{self.positions[i]}.{index}"
+        return Fact("point", fact_id, fields, base=(self.files[i], f"/results/{index}"),
                     paths=POINT_PATHS)
 
 
