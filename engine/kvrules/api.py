@@ -14,6 +14,7 @@ import gc
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
@@ -81,7 +82,7 @@ def extract(paths: Paths, plan: str | None = None) -> Iterator[CellFacts]:
 def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> Report:
     """Classify already extracted (or hand-built, or edited) cell facts."""
     policy = policy or load_policy()
-    verdicts = tuple(policy.classifier.classify_facts(cell) for cell in cells)
+    verdicts = tuple(policy.classifier.classify_stream(cells))
     return Report(policy=policy.identity, cells=verdicts)
 
 
@@ -110,20 +111,21 @@ class Executor(Protocol):
     batch_cells: int
     """Cells per batch (looked up in the cache together, then sent as one unit of work)."""
 
-    def classify_batches(self, policy: "Policy",
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
-        """The verdicts of each batch (a list per batch, batches in order)."""
+    def classify_batches(self, policy: "Policy", batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
+        """The verdicts of each batch, batches in order (each taken whole before the next
+        is asked for)."""
         ...  # pragma: no cover - a protocol
 
 
 class LocalExecutor:
     """Cells classified on this machine (``--executor local``): ``jobs`` extraction
     processes (none for 1) load, extract and prepare them for this process's supervised
-    engine.
+    engine, whose verdicts come back one cell at a time.
 
     Consecutive full batches are one stream: workers and engine never wait for a batch to
-    end. A batch the cache answered in part (a short one) ends its stream, so its cached
-    verdicts go out before more are looked up.
+    end. A batch the cache answered in part (a short one) ends the stream once its cells
+    are in, so its cached verdicts go out before more are looked up.
     """
 
     batch_cells = 64
@@ -131,59 +133,56 @@ class LocalExecutor:
     def __init__(self, jobs: int = 1) -> None:
         self.jobs = jobs
 
-    def classify_batches(self, policy: "Policy",
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+    def classify_batches(self, policy: "Policy", batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
+        pending: deque[CellRef] = deque()
         sizes: deque[int] = deque()
-        following = next(batches, None)
         workers = ExtractionWorkers(self.jobs, policy.compiled) if self.jobs > 1 else None
-        ready = False
+        full = done = flowing = False
+
+        def feed() -> bool:
+            """The next batch's cells into ``pending`` (False at the end)."""
+            nonlocal full, done
+            batch = next(batches, None)
+            done = batch is None
+            if batch is not None:
+                sizes.append(len(batch))
+                pending.extend(batch)
+                full = len(batch) == self.batch_cells
+            return not done
 
         def stream() -> Iterator[CellRef]:
-            nonlocal following, ready
-            while following is not None:
-                batch = following
-                sizes.append(len(batch))
-                if batch and not ready:  # the engine loads while the first cell is prepared,
-                    policy.classifier.start()  # and is forked before the workers: it holds no
-                    prepare_validators()  # pipe of theirs; they inherit the validators
-                    ready = True
-                yield from batch
-                following = next(batches, None)
-                if following is None and workers is not None:
-                    workers.finish()  # no cell after these: workers end as their last come back
-                if len(batch) < self.batch_cells:
-                    return
+            nonlocal flowing
+            while pending or (full and feed()):
+                while pending:
+                    yield pending.popleft()
+            if done and workers is not None:
+                workers.finish()  # no cell after these: workers end as their last come back
+            flowing = False
 
+        verdicts: Iterator[CellVerdict] = iter(())
         try:
             with _batch_gc():
-                while following is not None:
-                    verdicts = (policy.classifier.classify_prepared(workers.in_order(stream()))
-                                if workers is not None else policy.classifier.classify_stream(
-                                    extract_ref(ref) for ref in stream()))
-                    group: list[CellVerdict] = []
-                    for verdict in verdicts:
-                        group.append(verdict)
-                        if len(group) == sizes[0]:
-                            sizes.popleft()
-                            yield group
-                            group = []
-                    if sizes:  # the empty batch that ended the stream
-                        sizes.popleft()
-                        yield []
+                while sizes or feed():
+                    size = sizes.popleft()
+                    if pending and not flowing:  # cells no stream takes: a new one
+                        for _ in verdicts:  # the one before gave its last verdict: finish it
+                            pass
+                        policy.classifier.start()  # loads while the first cell is prepared,
+                        prepare_validators()  # forked before workers (which inherit these)
+                        flowing = True
+                        verdicts = (policy.classifier.classify_prepared(workers.in_order(stream()))
+                                    if workers is not None else policy.classifier.classify_stream(
+                                        extract_ref(ref) for ref in stream()))
+                    group = islice(verdicts, size)
+                    yield group
+                    for _ in group:  # what the caller left (the cache layer takes them all)
+                        pass
+                for _ in verdicts:
+                    pass
         finally:
             if workers is not None:
                 workers.close()
-
-
-def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:
-    batch: list[CellRef] = []
-    for ref in refs:
-        batch.append(ref)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 READ_AHEAD = 10_000
@@ -192,29 +191,21 @@ error of its paths) before its first cell; an archive is never held whole."""
 
 
 class _Discovery:
-    """The cells of a run, discovered once, lazily, at most :data:`READ_AHEAD` ahead;
-    ``total`` is known once discovery has ended (None until then)."""
+    """The cells of a run, discovered once: the first :data:`READ_AHEAD` at once, the others
+    as classification needs them; ``total`` once discovery has ended (None until then)."""
 
     def __init__(self, refs: Iterator[CellRef]) -> None:
         self._refs = refs
-        self._ahead: deque[CellRef] = deque()
-        self.total: int | None = None
-        self._found = 0
-
-    def _fill(self) -> None:
-        while self.total is None and len(self._ahead) < READ_AHEAD:
-            ref = next(self._refs, None)
-            if ref is None:
-                self.total = self._found
-                return
-            self._ahead.append(ref)
-            self._found += 1
+        self._ahead = list(islice(refs, READ_AHEAD))
+        self.total = len(self._ahead) if len(self._ahead) < READ_AHEAD else None
 
     def __iter__(self) -> Iterator[CellRef]:
-        self._fill()
-        while self._ahead:
-            yield self._ahead.popleft()
-            self._fill()
+        found, ahead, self._ahead = len(self._ahead), self._ahead, []
+        yield from ahead
+        for ref in self._refs:
+            found += 1
+            yield ref
+        self.total = found
 
 
 def _cached(refs: Iterable[CellRef], policy: "Policy", executor: Executor,
@@ -228,7 +219,8 @@ def _cached(refs: Iterable[CellRef], policy: "Policy", executor: Executor,
     looked: deque[list[tuple[str | None, CellVerdict | None]]] = deque()
 
     def misses() -> Iterator[list[CellRef]]:
-        for batch in _batches(refs, executor.batch_cells):
+        cells = iter(refs)
+        for batch in iter(lambda: list(islice(cells, executor.batch_cells)), []):
             found: list[tuple[str | None, CellVerdict | None]] = (
                 cache.lookup(batch, identity.digest, identity.parameters)
                 if cache is not None else [(None, None)] * len(batch))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from contextlib import ExitStack, contextmanager
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from kvrules.api import Executor, LocalExecutor
 from kvrules.diagnostics import KvrulesUsageError
@@ -84,8 +84,8 @@ class OnDemand:
         self._start = start
         self._started: Executor | None = None
 
-    def classify_batches(self, policy: Policy,
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+    def classify_batches(self, policy: Policy, batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
         """Empty batches answered here until one has cells; then all by the started one."""
         for batch in batches:
             if not batch:
