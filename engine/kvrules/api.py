@@ -267,11 +267,15 @@ def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None =
     policy = policy or load_policy()
     cells = _Discovery(iter_discover(paths, plan))
     runner = executor if executor is not None else LocalExecutor(jobs)
+    total = None
     with _batch_gc():
         for done, verdict in enumerate(_cached(cells, policy, runner, cache), start=1):
+            total = cells.total
             if progress is not None:
-                progress(done, cells.total)
+                progress(done, total)
             yield verdict
+    if progress is not None and total is None and cells.total:  # known after the last cell
+        progress(cells.total, cells.total)
 
 
 def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
