@@ -189,16 +189,17 @@ class Recording:
                          batches: Iterator[list[Any]]) -> Iterator[list[Any]]:
         for batch in batches:
             self.batches.append(len(batch))
-            yield list(api.classify_refs(batch, policy))
+            yield [v for done in api.LocalExecutor().classify_batches(policy, iter([batch]))
+                   for v in done]
 
 
-def test_library_calls_inside_running_on_use_its_executor(policy: api.Policy,
-                                                          local_report: str) -> None:
+def test_library_calls_given_a_run_use_its_executor(policy: api.Policy,
+                                                    local_report: str) -> None:
     from kvrules.consumers.readiness import readiness
     recording = Recording()
-    with api.running_on(recording):
-        classified = api.classify([str(EXAMPLES)], policy)
-        readiness([str(EXAMPLES)], policy)
+    run = api.Run(recording)
+    classified = run.classify([str(EXAMPLES)], policy)
+    readiness([str(EXAMPLES)], policy, run=run)
     assert "".join(iter_jsonl(policy.identity, classified.cells)) == local_report
     assert sum(recording.batches) == 2 * len(classified.cells)
     assert max(recording.batches) == 2

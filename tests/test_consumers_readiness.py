@@ -86,7 +86,7 @@ def test_the_campaign_is_ready_only_when_every_cell_is(tmp_path: Path) -> None:
 def test_readiness_never_writes_inside_the_campaign(tmp_path: Path) -> None:
     campaigns = [copy_example(tmp_path, name) for name in (DENSE, LEGACY, DP2)]
     before = {c.name: snapshot(c) for c in campaigns}
-    readiness([str(c) for c in campaigns], policy(), jobs=2)
+    readiness([str(c) for c in campaigns], policy(), run=api.Run(api.LocalExecutor(2)))
     assert {c.name: snapshot(c) for c in campaigns} == before
 
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from helpers import EXAMPLES
 
@@ -119,19 +120,23 @@ def test_no_death_no_break() -> None:
 
 
 def test_workers_told_no_more_cells_come_end_by_themselves() -> None:
-    """``in_order(..., last=True)``: once the last cell is sent the workers end as they
-    finish (the parent then only reaps them); every cell still comes back from them."""
+    """``finish()`` once the last cell is sent: the workers end as they finish (the parent
+    then only reaps them); every cell still comes back from them."""
     import time
 
     from kvrules import api, workers
-    from kvrules.artifacts.discover import discover
+    from kvrules.artifacts.discover import CellRef, discover
 
     policy = api.load_policy()
     refs = discover(CAMPAIGNS)
     pool = workers.ExtractionWorkers(2, policy.compiled)
     taken: list[workers.Prepared] = []
     try:
-        for prepared in pool.in_order(refs, last=True):
+        def sent() -> Iterator[CellRef]:
+            yield from refs
+            pool.finish()
+
+        for prepared in pool.in_order(sent()):
             taken.append(prepared)
         processes = [w.process for w in pool._workers]
         deadline = time.monotonic() + 10

@@ -11,10 +11,10 @@ The library never prints and never exits; the CLI is a thin layer over these fun
 from __future__ import annotations
 
 import gc
-import warnings
 from collections import deque
 from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
@@ -24,8 +24,7 @@ from kvrules.diagnostics import ENGINE_FAILURE
 from kvrules.facts.model import CellFacts
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.model import PolicyIdentity
-from kvrules.pipeline import compile_policy
-from kvrules.pipeline import Classifier, prepare
+from kvrules.pipeline import Classifier, compile_policy, prepare
 from kvrules.backend.events import Evaluation
 from kvrules.verdicts.build import build_cell
 from kvrules.cache.policies import cached_compile
@@ -33,8 +32,9 @@ from kvrules.cache.verdicts import VerdictCache
 from kvrules.workers import ExtractionWorkers, extract_ref
 from kvrules.verdicts.model import CellVerdict, Report
 
-ProgressFn = Callable[[int, int], None]
-"""Called as ``progress(done_cells, total_cells)`` after each cell."""
+ProgressFn = Callable[[int, "int | None"], None]
+"""Called as ``progress(done_cells, total_cells)`` after each cell (``total_cells`` is None
+while the cells of a run larger than :data:`READ_AHEAD` are still being discovered)."""
 
 
 class Policy:
@@ -82,7 +82,7 @@ def extract(paths: Paths, plan: str | None = None) -> Iterator[CellFacts]:
 def classify_facts(cells: Iterable[CellFacts], policy: Policy | None = None) -> Report:
     """Classify already extracted (or hand-built, or edited) cell facts."""
     policy = policy or load_policy()
-    verdicts = tuple(policy.classifier.classify_facts(cell) for cell in cells)
+    verdicts = tuple(policy.classifier.classify_stream(cells))
     return Report(policy=policy.identity, cells=verdicts)
 
 
@@ -104,87 +104,112 @@ def _batch_gc(threshold: int = 10_000) -> Iterator[None]:
 class Executor(Protocol):
     """Where the cells the verdict cache does not hold are classified.
 
-    The default runs them here (``--jobs`` extraction processes, one supervised engine);
-    :mod:`kvrules.executors` adds Dask clusters. Batches come and go in input order.
+    :class:`LocalExecutor` runs them here; :mod:`kvrules.executors` adds Dask clusters.
+    Batches come and go in input order.
     """
 
     batch_cells: int
     """Cells per batch (looked up in the cache together, then sent as one unit of work)."""
 
-    def classify_batches(self, policy: "Policy",
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
-        """The verdicts of each batch (a list per batch, batches in order)."""
+    def classify_batches(self, policy: "Policy", batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
+        """The verdicts of each batch, batches in order (each taken whole before the next
+        is asked for)."""
         ...  # pragma: no cover - a protocol
 
 
-_RUNNING: ContextVar[tuple["Executor | None", VerdictCache | None]] = ContextVar(
-    "kvrules_running", default=(None, None))
+class LocalExecutor:
+    """Cells classified on this machine (``--executor local``): ``jobs`` extraction
+    processes (none for 1) load, extract and prepare them for this process's supervised
+    engine, whose verdicts come back one cell at a time.
 
-
-@contextmanager
-def running_on(executor: Executor | None = None,
-               cache: VerdictCache | None = None) -> Iterator[None]:
-    """Classifications inside use ``executor`` and ``cache`` unless given their own: how a
-    command reaches a cluster through library functions that take neither (diff, readiness,
-    aggregate)."""
-    token = _RUNNING.set((executor, cache))
-    try:
-        yield
-    finally:
-        _RUNNING.reset(token)
-
-
-BATCH_CELLS = 64
-"""Cells per batch of the local executor: what a cached run holds at a time."""
-
-
-def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
-                  jobs: int = 1, progress: ProgressFn | None = None,
-                  cache: VerdictCache | None = None,
-                  executor: Executor | None = None) -> Iterator[CellVerdict]:
-    """Yield cell verdicts in input order, holding one cell's evidence at a time per worker.
-
-    With a ``cache``, a cell whose files, policy and kvrules are unchanged since a verdict
-    was stored is not evaluated again (see :mod:`kvrules.cache.verdicts`). With an
-    ``executor``, the other cells are classified there in batches. Either way the cells
-    are discovered lazily (with ``progress``, a first pass only counts them).
+    Consecutive full batches are one stream: workers and engine never wait for a batch to
+    end. A batch the cache answered in part (a short one) ends the stream once its cells
+    are in, so its cached verdicts go out before more are looked up.
     """
-    policy = policy or load_policy()
-    ambient_executor, ambient_cache = _RUNNING.get()
-    executor = executor if executor is not None else ambient_executor
-    cache = cache if cache is not None else ambient_cache
-    if cache is None and executor is None:
-        refs = discover(paths, plan)
-        with _batch_gc():
-            yield from _classify_refs(refs, policy, jobs, progress)
-        return
-    cells = iter_discover(paths, plan)  # lazily: an archive's cells are never all held
-    total = _count(paths, plan) if progress is not None else 0
-    runner = executor if executor is not None else LocalExecutor(jobs)
-    with _batch_gc():
-        yield from _counted(_batched(cells, policy, runner, cache), total, progress)
+
+    batch_cells = 64
+
+    def __init__(self, jobs: int = 1) -> None:
+        self.jobs = jobs
+
+    def classify_batches(self, policy: "Policy", batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
+        pending: deque[CellRef] = deque()
+        sizes: deque[int] = deque()
+        workers = ExtractionWorkers(self.jobs, policy.compiled) if self.jobs > 1 else None
+        full = done = flowing = False
+
+        def feed() -> bool:
+            """The next batch's cells into ``pending`` (False at the end)."""
+            nonlocal full, done
+            batch = next(batches, None)
+            done = batch is None
+            if batch is not None:
+                sizes.append(len(batch))
+                pending.extend(batch)
+                full = len(batch) == self.batch_cells
+            return not done
+
+        def stream() -> Iterator[CellRef]:
+            nonlocal flowing
+            while pending or (full and feed()):
+                while pending:
+                    yield pending.popleft()
+            if done and workers is not None:
+                workers.finish()  # no cell after these: workers end as their last come back
+            flowing = False
+
+        verdicts: Iterator[CellVerdict] = iter(())
+        try:
+            with _batch_gc():
+                while sizes or feed():
+                    size = sizes.popleft()
+                    if pending and not flowing:  # cells no stream takes: a new one
+                        for _ in verdicts:  # the one before gave its last verdict: finish it
+                            pass
+                        policy.classifier.start()  # loads while the first cell is prepared,
+                        prepare_validators()  # forked before workers (which inherit these)
+                        flowing = True
+                        verdicts = (policy.classifier.classify_prepared(workers.in_order(stream()))
+                                    if workers is not None else policy.classifier.classify_stream(
+                                        extract_ref(ref) for ref in stream()))
+                    group = islice(verdicts, size)
+                    yield group
+                    for _ in group:  # what the caller left (the cache layer takes them all)
+                        pass
+                for _ in verdicts:
+                    pass
+        finally:
+            if workers is not None:
+                workers.close()
 
 
-def _count(paths: Paths, plan: str | None) -> int:
-    """How many cells a run will give (a listing pass; its warnings come with the cells)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sum(1 for _ in iter_discover(paths, plan))
+READ_AHEAD = 10_000
+"""Cells discovered ahead of classification: a run of fewer has its total (and any usage
+error of its paths) before its first cell; an archive is never held whole."""
 
 
-def _batches(refs: Iterable[CellRef], size: int) -> Iterator[list[CellRef]]:
-    batch: list[CellRef] = []
-    for ref in refs:
-        batch.append(ref)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+class _Discovery:
+    """The cells of a run, discovered once: the first :data:`READ_AHEAD` at once, the others
+    as classification needs them; ``total`` once discovery has ended (None until then)."""
+
+    def __init__(self, refs: Iterator[CellRef]) -> None:
+        self._refs = refs
+        self._ahead = list(islice(refs, READ_AHEAD))
+        self.total = len(self._ahead) if len(self._ahead) < READ_AHEAD else None
+
+    def __iter__(self) -> Iterator[CellRef]:
+        found, ahead, self._ahead = len(self._ahead), self._ahead, []
+        yield from ahead
+        for ref in self._refs:
+            found += 1
+            yield ref
+        self.total = found
 
 
-def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
-             cache: VerdictCache | None) -> Iterator[CellVerdict]:
+def _cached(refs: Iterable[CellRef], policy: "Policy", executor: Executor,
+            cache: VerdictCache | None) -> Iterator[CellVerdict]:
     """Cached verdicts where stored, the others from ``executor`` (then stored), in order.
 
     Only the batches the executor holds in flight are kept: memory does not grow with the
@@ -194,7 +219,8 @@ def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
     looked: deque[list[tuple[str | None, CellVerdict | None]]] = deque()
 
     def misses() -> Iterator[list[CellRef]]:
-        for batch in _batches(refs, executor.batch_cells):
+        cells = iter(refs)
+        for batch in iter(lambda: list(islice(cells, executor.batch_cells)), []):
             found: list[tuple[str | None, CellVerdict | None]] = (
                 cache.lookup(batch, identity.digest, identity.parameters)
                 if cache is not None else [(None, None)] * len(batch))
@@ -211,61 +237,7 @@ def _batched(refs: Iterable[CellRef], policy: Policy, executor: Executor,
             yield verdict
 
 
-class LocalExecutor:
-    """Batches classified on this machine, as without a cache (``--executor local``)."""
-
-    batch_cells = BATCH_CELLS
-
-    def __init__(self, jobs: int = 1) -> None:
-        self.jobs = jobs
-
-    def classify_batches(self, policy: Policy,
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
-        """Each batch through the parent's engine; with ``jobs`` > 1 one pool of extraction
-        processes serves every batch (started only when a batch has cells)."""
-        workers: ExtractionWorkers | None = None
-        try:
-            for batch in batches:
-                if self.jobs <= 1 or len(batch) <= 1:
-                    yield list(classify_refs(batch, policy))
-                    continue
-                if workers is None:
-                    prepare_validators()  # before the workers fork: they inherit them
-                    workers = ExtractionWorkers(self.jobs, policy.compiled)
-                prepared = workers.in_order(batch)
-                yield list(policy.classifier.classify_prepared(prepared))
-        finally:
-            if workers is not None:
-                workers.close()
-
-
-def _classify_refs(refs: list[CellRef], policy: Policy, jobs: int,
-                   progress: ProgressFn | None) -> Iterator[CellVerdict]:
-    total = len(refs)
-    if total:
-        policy.classifier.start()  # before the extraction workers fork: it holds no pipe of theirs
-        prepare_validators()  # and the workers inherit the generated schema validators
-    if jobs <= 1 or total <= 1:
-        cells = (extract_ref(r) for r in refs)  # pulled one at a time by the stream
-        yield from _counted(policy.classifier.classify_stream(cells), total, progress)
-        return
-    # Workers load and extract in parallel; every engine call stays on the parent's
-    # supervised engine worker, so a crash costs one cell and the bytes do not depend on N.
-    with ExtractionWorkers(min(jobs, total), policy.compiled) as workers:
-        prepared = workers.in_order(refs, last=True)
-        yield from _counted(policy.classifier.classify_prepared(prepared), total, progress)
-
-
-def classify_refs(refs: Iterable[CellRef], policy: Policy) -> Iterator[CellVerdict]:
-    """Verdicts of discovered cells in order, in this process (what an executor's worker
-    runs on a batch)."""
-    prepare_validators()
-    with _batch_gc():
-        cells = (extract_ref(r) for r in refs)
-        yield from policy.classifier.classify_stream(cells)
-
-
-def failed_verdict(ref: CellRef, policy: Policy, reason: str) -> CellVerdict:
+def failed_verdict(ref: CellRef, policy: "Policy", reason: str) -> CellVerdict:
     """The verdict of a cell whose evaluation was lost (a dead worker, a failed task): an
     ``engine_failure``, as for a crashed engine; a cell the engine would never see keeps
     its evidence errors."""
@@ -279,12 +251,31 @@ def _engine_failed(verdict: CellVerdict) -> bool:
     return any(e.code == ENGINE_FAILURE for e in verdict.errors)
 
 
-def _counted(results: Iterator[CellVerdict], total: int,
-             progress: ProgressFn | None) -> Iterator[CellVerdict]:
-    for done, verdict in enumerate(results, start=1):
-        if progress is not None:
-            progress(done, total)
-        yield verdict
+def iter_classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
+                  jobs: int = 1, progress: ProgressFn | None = None,
+                  cache: VerdictCache | None = None,
+                  executor: Executor | None = None) -> Iterator[CellVerdict]:
+    """Yield cell verdicts in input order: the one classification path of the library, the
+    CLI and every executor.
+
+    The cells are discovered once, lazily, and go in batches to ``executor`` (default: a
+    :class:`LocalExecutor` of ``jobs`` extraction processes); with a ``cache``, a cell
+    whose files, policy and kvrules are unchanged since a verdict was stored is not
+    evaluated again (see :mod:`kvrules.cache.verdicts`). ``progress`` is called after each
+    cell with the cells done and the total (None while discovery goes on).
+    """
+    policy = policy or load_policy()
+    cells = _Discovery(iter_discover(paths, plan))
+    runner = executor if executor is not None else LocalExecutor(jobs)
+    total = None
+    with _batch_gc():
+        for done, verdict in enumerate(_cached(cells, policy, runner, cache), start=1):
+            total = cells.total
+            if progress is not None:
+                progress(done, total)
+            yield verdict
+    if progress is not None and total is None and cells.total:  # known after the last cell
+        progress(cells.total, cells.total)
 
 
 def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None,
@@ -294,3 +285,17 @@ def classify(paths: Paths, policy: Policy | None = None, plan: str | None = None
     policy = policy or load_policy()
     cells = tuple(iter_classify(paths, policy, plan, jobs, progress, cache, executor))
     return Report(policy=policy.identity, cells=cells)
+
+
+@dataclass(frozen=True)
+class Run:
+    """Where a command's classifications run (``executor``) and with which verdict
+    ``cache``: built by the caller and passed to every consumer that classifies (readiness,
+    aggregate, report, diff); nothing is taken from ambient state."""
+
+    executor: Executor = field(default_factory=LocalExecutor)
+    cache: VerdictCache | None = None
+
+    def classify(self, paths: Paths, policy: Policy, plan: str | None = None) -> Report:
+        """:func:`classify` on this run's executor and cache."""
+        return classify(paths, policy, plan, cache=self.cache, executor=self.executor)

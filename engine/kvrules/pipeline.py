@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from kvrules.artifacts.discover import CellRef
 from kvrules.artifacts.load import load_cell
-from kvrules.artifacts.model import CellEvidence
 from kvrules.facts.extract import extract_cell
 from kvrules.diagnostics import FACT_INVALID, STRUCTURAL_CODES, Diagnostic, evidence_error
 from kvrules.facts.model import CellFacts, Fact
@@ -184,18 +183,8 @@ class Classifier:
 
     def classify_facts(self, cell: CellFacts) -> CellVerdict:
         """Verdict of a cell from already extracted facts."""
-        prepared = prepare(self.cp, cell)
-        ev = self._evaluate(prepared.facts, cell.cell_id) if prepared.to_engine else Evaluation()
-        return build_cell(self.cp, prepared.cell, ev, prepared.class_of, prepared.classes)
-
-    def _evaluate(self, facts: list[Fact], cell_id: str) -> Evaluation:
-        """The engine's evaluation of ``facts``, shared by cells the rules cannot tell apart."""
-        key = projection_key(self.cp, facts)
-        ev = self._recall(key)
-        if ev is None:
-            self.engine.submit(facts, cell_id)
-            ev = self._remember(key)
-        return ev
+        (verdict,) = self.classify_stream([cell])
+        return verdict
 
     def _recall(self, key: bytes) -> Evaluation | None:
         ev = self._memo.get(key)
@@ -272,10 +261,6 @@ class Classifier:
         p = job.prepared
         return build_cell(self.cp, p.cell, job.evaluation, p.class_of, p.classes)
 
-    def classify_evidence(self, evidence: CellEvidence) -> CellVerdict:
-        """Verdict of a loaded cell (extracts its facts first)."""
-        return self.classify_facts(extract_cell(evidence))
-
     def classify_ref(self, ref: CellRef) -> CellVerdict:
         """Verdict of a discovered cell (loads and extracts it first)."""
-        return self.classify_evidence(load_cell(ref))
+        return self.classify_facts(extract_cell(load_cell(ref)))

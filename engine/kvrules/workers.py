@@ -209,22 +209,24 @@ class ExtractionWorkers:
                     return prepared
         return prepare(self.policy, extract_ref(ref))
 
-    def in_order(self, refs: Iterable[CellRef], last: bool = False) -> Iterator[Prepared]:
+    def in_order(self, refs: Iterable[CellRef]) -> Iterator[Prepared]:
         """The prepared cells in input order, at most ``AHEAD_PER_WORKER`` per worker
         ahead: a parent slower than its workers (waiting on the engine) holds a bounded
-        number of cells, not the whole run. ``last``: no cell is submitted after these, so
-        once the last is sent the workers are told to end when they are done (they exit
-        while the parent takes their last cells, instead of being stopped after them)."""
+        number of cells, not the whole run."""
         window: deque[tuple[CellRef, _Worker | None]] = deque()
         for ref in refs:
             window.append((ref, self.submit(ref)))
             if len(window) >= AHEAD_PER_WORKER * self.jobs:
                 yield self.result(*window.popleft())
-        if last:
-            for worker in self._workers:
-                worker.finish()
         while window:
             yield self.result(*window.popleft())
+
+    def finish(self) -> None:
+        """No cell is submitted after those sent: the workers are told to end when they are
+        done (they exit while the parent takes their last cells, instead of being stopped
+        after them)."""
+        for worker in self._workers:
+            worker.finish()
 
     def close(self) -> None:
         """Stop the workers now (a cell they are preparing is not waited for). A Ctrl-C

@@ -130,26 +130,27 @@ def _group(changes: list[PointChange]) -> tuple[ChangeGroup, ...]:
 
 
 def diff_corpus(paths: Sequence[str], base: api.Policy, head: api.Policy,
-                plan: str | None = None, jobs: int = 1) -> CorpusDiff:
-    """Classify ``paths`` under both policies and compare."""
-    return _diff_classified(paths, base, head, plan, jobs)[0]
+                plan: str | None = None, run: api.Run = api.Run()) -> CorpusDiff:
+    """Classify ``paths`` under both policies on ``run`` and compare."""
+    return _diff_classified(paths, base, head, plan, run)[0]
 
 
 def _diff_classified(paths: Sequence[str], base: api.Policy, head: api.Policy,
-                     plan: str | None, jobs: int) -> tuple[CorpusDiff, Report]:
+                     plan: str | None, run: api.Run) -> tuple[CorpusDiff, Report]:
     """The diff and the head policy's report it was computed from."""
-    old = api.classify(paths, base, plan, jobs)
-    new = api.classify(paths, head, plan, jobs)
+    old = run.classify(paths, base, plan)
+    new = run.classify(paths, head, plan)
     d = diff_reports(old, new)
     return replace(d, sources=(base.source or "rules", head.source or "rules")), new
 
 
 def render_diff_html(paths: Sequence[str], base: api.Policy, head: api.Policy,
-                     plan: str | None = None, jobs: int = 1) -> tuple[CorpusDiff, str]:
+                     plan: str | None = None,
+                     run: api.Run = api.Run()) -> tuple[CorpusDiff, str]:
     """The diff and the ``kvrules report`` page of the head policy with the changes marked."""
     from kvrules.consumers import report  # plotly is needed for this format only
     report.plotly_js()
-    d, new = _diff_classified(paths, base, head, plan, jobs)
+    d, new = _diff_classified(paths, base, head, plan, run)
     changes = {(p.campaign, p.cell_id, p.benchmark_id): report.Change(
         p.old.label, p.new.label, p.old_by, p.new_by) for g in d.groups for p in g.points}
     return d, report.diff_html(new, head, base, changes, diff_dict(d), plan)

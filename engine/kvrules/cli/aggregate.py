@@ -37,9 +37,9 @@ def aggregate(campaigns: opt.Campaigns,
     jobs = opt.jobs(jobs)
     with usage_errors():
         check_destination(output, campaigns, (plan, rules))
-        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
+        with opt.run(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)) as run:
             result = aggregate_paths(campaigns, opt.policy(rules, no_dense_synthetic_kv),
-                                     plan=opt.plan_arg(plan), jobs=jobs)
+                                     plan=opt.plan_arg(plan), run=run)
         write_rows(result.rows, output)
         json_out = fmt is opt.Format.json
         write_text(render_json(result) if json_out else render_aggregation(result, str(output)),

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from kvrules.cli.common import CellProgress, usage_errors, write_lines
 from kvrules.cli.destination import Kind, check_destination
-from kvrules.cli.execution import ExecutorName, jobs, running, verdict_cache
+from kvrules.cli.execution import ExecutorName, jobs, verdict_cache
+from kvrules.cli.execution import run as classification
 
 if TYPE_CHECKING:  # the library is imported when the job runs, not for --help
     from kvrules.cache.verdicts import VerdictCache
@@ -62,9 +63,10 @@ def run(job: ClassifyJob) -> int:
         policy = api.load_policy(job.rules, parameters=parameters)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
         with CellProgress(enabled=not shared_tty, force=job.progress) as progress, \
-                running(job.executor, workers, job.scheduler):
+                classification(job.executor, workers, job.scheduler, cache) as where:
             cells = _ExitTap(api.iter_classify(job.paths, policy, plan=plan_arg, jobs=workers,
-                                               progress=progress, cache=cache),
+                                               progress=progress, cache=where.cache,
+                                               executor=where.executor),
                              # the command classifies nothing after these cells: the engine
                              # worker is stopped while the report's end is written and synced
                              done=lambda: policy.close(wait=False))

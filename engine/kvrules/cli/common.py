@@ -237,8 +237,10 @@ class CellProgress:
         self._started = time.monotonic()
         self._written = self._started
 
-    def __call__(self, done: int, total: int) -> None:
-        if not self._enabled or total < self._min_cells:
+    def __call__(self, done: int, total: int | None) -> None:
+        """``total`` is None while the run's cells are still being discovered (an archive):
+        the bar then counts without a total."""
+        if not self._enabled or (total if total is not None else done) < self._min_cells:
             return
         if not self._tty:
             self._line(done, total)
@@ -261,16 +263,17 @@ class CellProgress:
         elapsed = time.monotonic() - self._started
         return f"{done / elapsed:.1f}" if elapsed > 0 else "-"
 
-    def _line(self, done: int, total: int) -> None:
+    def _line(self, done: int, total: int | None) -> None:
         """One plain progress line (a log keeps a few, not one per cell)."""
         now = time.monotonic()
         if now - self._written < self._every and done != total:
             return
         self._written = now
         elapsed = now - self._started
-        eta = f"{(total - done) * elapsed / done:.0f} s" if done and total >= done else "?"
-        self._stream.write(f"kvrules: {done}/{total} cells, {self._rate(done)} cells/s, "
-                           f"ETA {eta}\n")
+        eta = (f"{(total - done) * elapsed / done:.0f} s" if done and total is not None
+               and total >= done else "?")
+        self._stream.write(f"kvrules: {done}/{'?' if total is None else total} cells, "
+                           f"{self._rate(done)} cells/s, ETA {eta}\n")
         self._stream.flush()
 
     def __enter__(self) -> "CellProgress":

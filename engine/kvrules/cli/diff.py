@@ -71,11 +71,11 @@ def diff(
         old = api.load_policy(base, parse_params(base_param) or None)
         new = api.load_policy(head, parse_params(head_param) or None)
         plan_arg = str(plan) if plan else None
-        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
+        with opt.run(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)) as run:
             if fmt is Format.html:
-                result, text = render_diff_html(paths, old, new, plan_arg, jobs)
+                result, text = render_diff_html(paths, old, new, plan_arg, run)
             else:
-                result = diff_corpus(paths, old, new, plan_arg, jobs)
+                result = diff_corpus(paths, old, new, plan_arg, run)
                 text = (render_diff_json(result) if fmt is Format.json
                         else render_diff_text(result))
         write_text(text, output)

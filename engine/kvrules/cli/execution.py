@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:  # the library is imported when a command runs
+    from kvrules import api
     from kvrules.cache.verdicts import VerdictCache
 
 
@@ -30,11 +31,11 @@ def verdict_cache(folder: Path | None, off: bool) -> "VerdictCache | None":
 
 
 @contextmanager
-def running(executor: ExecutorName, jobs: int, scheduler: str | None,
-            cache: "VerdictCache | None" = None) -> Iterator[None]:
-    """Classifications inside run on the chosen executor (and verdict cache)."""
+def run(executor: ExecutorName, jobs: int, scheduler: str | None,
+        cache: "VerdictCache | None" = None) -> Iterator["api.Run"]:
+    """The command's :class:`kvrules.api.Run`: the chosen executor (closed afterwards) and
+    verdict cache, passed to every classification the command makes."""
     from kvrules import api
     from kvrules.executors.choose import executor as open_executor
     with open_executor(executor.value, jobs, scheduler) as chosen:
-        with api.running_on(chosen, cache):
-            yield
+        yield api.Run(chosen, cache)

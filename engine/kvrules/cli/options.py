@@ -12,7 +12,7 @@ import typer
 # re-exported: the commands read these here, beside the options they serve
 from kvrules.cli.execution import ExecutorName as ExecutorName
 from kvrules.cli.execution import jobs as jobs
-from kvrules.cli.execution import running as running
+from kvrules.cli.execution import run as run
 from kvrules.cli.execution import verdict_cache as verdict_cache
 
 if TYPE_CHECKING:  # the commands import the library only when they run

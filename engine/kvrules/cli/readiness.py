@@ -36,9 +36,9 @@ def readiness(campaigns: opt.Campaigns, rules: opt.Rules = None, plan: opt.Plan 
     jobs = opt.jobs(jobs)
     with usage_errors():
         check_destination(output, campaigns, (plan, rules))
-        with opt.running(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)):
+        with opt.run(executor, jobs, scheduler, opt.verdict_cache(cache, no_cache)) as run:
             report = assess(campaigns, opt.policy(rules, no_dense_synthetic_kv),
-                            plan=opt.plan_arg(plan), jobs=jobs)
+                            plan=opt.plan_arg(plan), run=run)
         text = render_json(report) if fmt is opt.Format.json else render_readiness(report)
         write_text(text, output)
     raise typer.Exit(report.exit_code)

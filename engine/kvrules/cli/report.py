@@ -31,6 +31,7 @@ def report(campaigns: opt.Campaigns,
                "never over or inside a CAMPAIGN, --plan or --rules).", show_default=False)],
            rules: opt.Rules = None, plan: opt.Plan = None,
            no_dense_synthetic_kv: opt.NoDense = False, jobs: opt.Jobs = None) -> None:
+    from kvrules import api
     from kvrules.consumers.report import plotly_js, render_page, report_document
     jobs = opt.jobs(jobs)
     with usage_errors():
@@ -39,7 +40,7 @@ def report(campaigns: opt.Campaigns,
             raise KvrulesUsageError(f"{output}: the report file must end in .html")
         plotly_js()
         doc = report_document(campaigns, opt.policy(rules, no_dense_synthetic_kv),
-                              plan=opt.plan_arg(plan), jobs=jobs)
+                              plan=opt.plan_arg(plan), run=api.Run(api.LocalExecutor(jobs)))
         write_text(render_page(doc), output)
         cells = len(doc["cells"])
         size = output.stat().st_size / 1e6

@@ -74,9 +74,10 @@ class Aggregation:
 
 
 def aggregate_paths(paths: Sequence[str], policy: api.Policy, plan: str | None = None,
-                    jobs: int = 1) -> Aggregation:
-    """Classify ``paths`` with ``policy`` and aggregate the verdicts (``kvrules aggregate``)."""
-    return aggregate(api.classify(paths, policy, plan=plan, jobs=jobs), plan=plan)
+                    run: api.Run = api.Run()) -> Aggregation:
+    """Classify ``paths`` with ``policy`` on ``run`` and aggregate the verdicts
+    (``kvrules aggregate``)."""
+    return aggregate(run.classify(paths, policy, plan), plan=plan)
 
 
 def aggregate(report: Report, plan: str | None = None) -> Aggregation:

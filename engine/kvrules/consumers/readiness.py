@@ -98,9 +98,9 @@ class ReadinessReport:
 
 
 def readiness(paths: Sequence[str], policy: api.Policy, plan: str | None = None,
-              jobs: int = 1) -> ReadinessReport:
-    """Classify ``paths`` fresh with ``policy`` and assess every cell."""
-    return assess(api.classify(paths, policy, plan=plan, jobs=jobs))
+              run: api.Run = api.Run()) -> ReadinessReport:
+    """Classify ``paths`` with ``policy`` on ``run`` and assess every cell."""
+    return assess(run.classify(paths, policy, plan))
 
 
 def assess(report: Report) -> ReadinessReport:

@@ -1,6 +1,6 @@
 """Choose where cells are classified: ``--executor local|dask|dask-local``.
 
-``local`` is the default pipeline (``--jobs`` extraction processes, one engine). ``dask``
+``local`` is :class:`kvrules.api.LocalExecutor` (``--jobs`` extraction processes, one engine). ``dask``
 connects to a running scheduler (``--scheduler tcp://HOST:PORT``) whose workers have kvrules
 installed; ``dask-local`` starts a LocalCluster of ``--jobs`` worker processes with one
 thread each, for one big machine. dask.distributed is an optional extra
@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 from contextlib import ExitStack, contextmanager
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from kvrules.api import Executor
+from kvrules.api import Executor, LocalExecutor
 from kvrules.diagnostics import KvrulesUsageError
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ def _require_distributed(name: str) -> None:
 
 
 @contextmanager
-def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator[Executor | None]:
-    """The executor of one run (None: the plain local pipeline), closed afterwards.
+def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator[Executor]:
+    """The executor of one run, closed afterwards.
 
     A scheduler is connected to at once (a wrong address fails before any output); a
     LocalCluster starts only when a batch needs evaluating, so a warm run starts none.
@@ -56,7 +56,7 @@ def executor(name: str, jobs: int = 1, scheduler: str | None = None) -> Iterator
     if scheduler is not None and name != "dask":
         raise KvrulesUsageError("--scheduler is for --executor dask")
     if name == "local":
-        yield None
+        yield LocalExecutor(jobs)
         return
     if name == "dask" and scheduler is None:
         raise KvrulesUsageError("--executor dask needs --scheduler tcp://HOST:PORT "
@@ -84,8 +84,8 @@ class OnDemand:
         self._start = start
         self._started: Executor | None = None
 
-    def classify_batches(self, policy: Policy,
-                         batches: Iterator[list[CellRef]]) -> Iterator[list[CellVerdict]]:
+    def classify_batches(self, policy: Policy, batches: Iterator[list[CellRef]]
+                         ) -> Iterator[Iterable[CellVerdict]]:
         """Empty batches answered here until one has cells; then all by the started one."""
         for batch in batches:
             if not batch:

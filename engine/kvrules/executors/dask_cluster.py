@@ -53,7 +53,8 @@ def classify_batch(compiled: CompiledPolicy, refs: list[CellRef]) -> list[CellVe
     process = multiprocessing.current_process()
     if process.daemon:  # a nanny's worker is daemonic by default; the engine worker it
         process.daemon = False  # forks (to contain engine crashes) must be allowed
-    return list(api.classify_refs(refs, _policy_on_worker(compiled)))
+    policy = _policy_on_worker(compiled)
+    return [v for done in api.LocalExecutor().classify_batches(policy, iter([refs])) for v in done]
 
 
 def installed_version() -> str:

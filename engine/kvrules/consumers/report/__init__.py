@@ -26,18 +26,19 @@ __all__ = ["Change", "Key", "diff_document", "diff_html", "plotly_js", "render_p
 
 
 def report_document(paths: Sequence[str], policy: api.Policy | None = None,
-                    plan: str | None = None, jobs: int = 1) -> dict[str, Any]:
-    """Classify ``paths`` and return the report as a JSON-ready document."""
+                    plan: str | None = None, run: api.Run = api.Run()) -> dict[str, Any]:
+    """Classify ``paths`` on ``run`` and return the report as a JSON-ready document."""
     policy = policy or api.load_policy()
-    verdicts = api.classify(paths, policy, plan=plan, jobs=jobs)
+    verdicts = run.classify(paths, policy, plan)
     return {**build_document(verdicts, policy_info(policy), plan), "mode": "report"}
 
 
 def report_html(paths: Sequence[str], policy: api.Policy | None = None,
-                plan: str | None = None, jobs: int = 1) -> str:
-    """Classify ``paths`` and return the whole HTML page (raises KvrulesUsageError)."""
+                plan: str | None = None, run: api.Run = api.Run()) -> str:
+    """Classify ``paths`` on ``run`` and return the whole HTML page (raises
+    KvrulesUsageError)."""
     plotly_js()  # fail on a missing plotly before classifying anything
-    return render_page(report_document(paths, policy, plan, jobs))
+    return render_page(report_document(paths, policy, plan, run))
 
 
 def diff_document(head_report: Report, head: api.Policy, base: api.Policy,
