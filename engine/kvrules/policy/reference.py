@@ -491,13 +491,23 @@ def canonical(ev: EvaluationLike) -> tuple[Any, ...]:
             names[fid] = f"{rule}<{inner}>{n}"
         return names[fid]
 
+    ids = re.compile("|".join(map(re.escape, sorted(made, key=len, reverse=True))) + r"(?!\d)"
+                     ) if made else None
+
+    def text(value: str) -> str:
+        """A string naming derived ids (a reason or message that shows an ``id``)."""
+        if ids is None or "#" not in value:
+            return value
+        return ids.sub(lambda m: name(m.group(0)), value)
+
     def fields(d: Mapping[str, Any]) -> str:
-        return canonical_json({k: name(v) if isinstance(v, str) else v for k, v in d.items()})
+        return canonical_json({k: text(v) if isinstance(v, str) else v for k, v in d.items()})
 
     derived = sorted((name(d.id), d.type, d.by, fields(d.fields),
                       tuple((a, name(f)) for a, f in d.bindings)) for d in ev.derived)
     events = sorted((e.rule, e.stratum, tuple((a, name(f)) for a, f in e.bindings),
-                     tuple(name(f) for f in e.derived), e.reason, tuple(sorted(e.points)))
+                     tuple(name(f) for f in e.derived), text(e.reason),
+                     tuple(sorted(text(p) for p in e.points)))
                     for e in ev.events)
     return (tuple(derived), tuple(events), tuple(sorted(ev.failures)))
 
