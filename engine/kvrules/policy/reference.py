@@ -172,7 +172,7 @@ class Facts:
 
     def any_since(self, type_: str, lo: int) -> bool:
         facts = self.by_type.get(type_)
-        return bool(facts) and facts[-1].seq >= lo
+        return facts is not None and bool(facts) and facts[-1].seq >= lo
 
     def lookup(self, type_: str, name: str, key: Any) -> list[SessionFact]:
         """Facts of ``type_`` whose field ``name`` has join key ``key``."""
