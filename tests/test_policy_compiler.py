@@ -268,3 +268,27 @@ def test_what_is_derived_from_a_policy_is_kept_per_compiled_policy_and_bounded()
         derived(cp)
     before = len(calls)
     assert derived(first) == before + 1  # dropped with the others once the bound was met
+
+
+def test_a_rule_negating_only_input_facts_never_lands_in_the_first_stratum(tmp_path):
+    """When no rule occupies stratum 1, closing up the strata must not move a ``none`` rule
+    there: its patterns are tested in the stratum before it (the lowering asserted)."""
+    from kvrules.backend.durable import evaluate_in_process
+    from kvrules.facts.model import Fact
+
+    write(tmp_path, """\
+        rules:
+          - id: r.lonely
+            description: d
+            reason: r
+            when: [{fact: cell}, {none: {fact: warmup, where: {enabled: true}}}]
+            then: {derive: {fact: hit, set: {n: 1}}}
+        """)
+    cp = compile_policy(tmp_path)
+    assert cp.strata == {"r.lonely": 2}
+    for warm, fired in ((True, []), (False, ["r.lonely"])):
+        facts = [Fact("cell", "cell", {"workload_kind": "decode"}),
+                 Fact("warmup", "w0", {"rank": 0, "enabled": warm})]
+        ev = evaluate_in_process(cp, facts)
+        assert ev.failures == []
+        assert [e.rule for e in ev.events] == fired

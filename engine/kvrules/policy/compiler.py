@@ -421,16 +421,23 @@ def stratify(state: CompileState) -> None:
                                 f"'{rule.id}' depends on itself through 'none'", rule.loc,
                                 rule.pointer, rule.id)
                     return
-    state.strata = _closed_up(strata)
+    state.strata = _closed_up(strata, {r.id for r in policy.rules if r.negatives})
 
 
-def _closed_up(strata: dict[str, int]) -> dict[str, int]:
+def _closed_up(strata: dict[str, int], negating: set[str] | frozenset[str] = frozenset()
+               ) -> dict[str, int]:
     """The same order of strata without the ones no rule occupies (each costs the backend
     a session per cell). A rule's ``none`` stays correct: its patterns are tested in the
     stratum before it, and a stratum left empty produced nothing, so that one now sees the
     same facts, the last of them derived in that very session (which runs to quiescence
-    before its tests are read)."""
-    rank = {old: new for new, old in enumerate(sorted(set(strata.values())), start=1)}
+    before its tests are read).
+
+    A rule with ``none`` (in ``negating``) never lands in the first stratum: its patterns are
+    tested in the stratum before it. When every rule of the lowest occupied stratum negates
+    only input facts (no producers), that stratum stays second, after an empty first one."""
+    levels = sorted(set(strata.values()))
+    first = 2 if any(strata[r] == levels[0] for r in negating) else 1 if levels else 1
+    rank = {old: new for new, old in enumerate(levels, start=first)}
     return {rule: rank[k] for rule, k in strata.items()}
 
 
