@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
@@ -40,15 +40,20 @@ while the cells of a run larger than :data:`READ_AHEAD` are still being discover
 class Policy:
     """A compiled policy ready to classify (compile once, classify many)."""
 
-    def __init__(self, compiled: CompiledPolicy, source: str | None) -> None:
+    def __init__(self, compiled: CompiledPolicy, source: str | None, verify: bool = True) -> None:
         self.compiled = compiled
         self.source = source
-        self.classifier = Classifier(compiled)
+        self.verify = verify
+        self.classifier = Classifier(compiled, verify)
 
     @property
     def identity(self) -> PolicyIdentity:
-        """Name, version, digest and parameters: what a report records as its policy."""
-        return self.compiled.identity
+        """Name, version, digest and parameters: what a report records as its policy (with
+        ``verification: off`` among the parameters when the engine is not checked)."""
+        identity = self.compiled.identity
+        if self.verify:
+            return identity
+        return replace(identity, parameters={**identity.parameters, "verification": "off"})
 
     def close(self, wait: bool = True) -> None:
         """Stop this policy's engine worker now (the next cell starts a new one): for a
@@ -59,18 +64,20 @@ class Policy:
     def with_parameters(self, **parameters: Any) -> "Policy":
         """The same rules with other parameter values (e.g. dense_synthetic_kv=False)."""
         merged = {**self.compiled.parameters, **parameters}
-        return load_policy(self.source, merged)
+        return load_policy(self.source, merged, self.verify)
 
 
 def load_policy(rules: str | Path | None = None,
-                parameters: dict[str, Any] | None = None) -> Policy:
+                parameters: dict[str, Any] | None = None, verify: bool = True) -> Policy:
     """Compile a policy directory (default: the shipped policy) into a ready classifier.
 
+    Every engine evaluation is checked against the reference evaluation of the policy unless
+    ``verify`` is False (a difference fails the cell closed as ``engine_disagreement``).
     Raises KvrulesUsageError (exit 2) with diagnostics when the rule files are invalid. A
     policy compiled before is loaded from the cache (see :mod:`kvrules.cache.policies`).
     """
     source = str(rules) if rules is not None else None
-    return Policy(cached_compile(compile_policy, source, parameters), source)
+    return Policy(cached_compile(compile_policy, source, parameters), source, verify)
 
 
 def extract(paths: Paths, plan: str | None = None) -> Iterator[CellFacts]:

@@ -43,6 +43,8 @@ POLICY_CONFLICT = "policy_conflict"
 """Two rules decided different regimes for one point at the same precedence."""
 ENGINE_FAILURE = "engine_failure"
 """The rule engine raised or swallowed an error while evaluating a cell."""
+ENGINE_DISAGREEMENT = "engine_disagreement"
+"""The rule engine and the reference evaluation of the policy derived different things."""
 FACT_INVALID = "fact_invalid"
 """A fact does not match the fact catalogue (an unknown type or field, or a wrong type)."""
 

@@ -23,9 +23,10 @@ from kvrules.facts.points import point_table
 from kvrules.policy.catalogue import FactType, check_fact_fields
 from kvrules.policy.compiled import CompiledPolicy
 from kvrules.policy.compiled import compile_rules
+from kvrules.policy import reference
 from kvrules.pointclasses import point_classes, projection_key
 from kvrules.backend import durable
-from kvrules.backend.events import Evaluation
+from kvrules.backend.events import Evaluation, short
 from kvrules.verdicts.build import build_cell
 from kvrules.verdicts.model import CellVerdict
 
@@ -143,13 +144,27 @@ class CellRun:
     verdict: CellVerdict
 
 
-def trace_cell(cp: CompiledPolicy, cell: CellFacts) -> CellRun:
+def checked(cp: CompiledPolicy, facts: list[Fact], ev: Evaluation) -> Evaluation:
+    """``ev`` as the engine gave it, with the first difference from the reference evaluation
+    of ``facts`` recorded (an evaluation that failed already is not compared)."""
+    if ev.failures:
+        return ev
+    difference = reference.first_difference(ev, reference.evaluate(cp, facts))
+    if difference is None:
+        return ev
+    return replace(ev, disagreements=[short(f"the rule engine and the reference evaluation "
+                                            f"disagree: {difference}")])
+
+
+def trace_cell(cp: CompiledPolicy, cell: CellFacts, verify: bool = True) -> CellRun:
     """Classify one cell as :class:`Classifier` does, without the memo, keeping the session.
 
     The engine runs in this process (authoring tools only; a crash is not contained).
     """
     prepared = prepare(cp, cell)
     ev = durable.evaluate_in_process(cp, prepared.facts) if prepared.to_engine else Evaluation()
+    if prepared.to_engine and verify:
+        ev = checked(cp, prepared.facts, ev)
     verdict = build_cell(cp, prepared.cell, ev, prepared.class_of, prepared.classes)
     return CellRun(prepared, ev, verdict)
 
@@ -164,10 +179,15 @@ class _Job:
 
 
 class Classifier:
-    """A compiled policy plus its evaluation memo; one per process (not shared by threads)."""
+    """A compiled policy plus its evaluation memo; one per process (not shared by threads).
 
-    def __init__(self, cp: CompiledPolicy) -> None:
+    With ``verify`` (the default) every engine evaluation is checked against the reference
+    evaluation of the policy (:mod:`kvrules.policy.reference`); a difference makes the cell an
+    ``engine_disagreement`` error, so no point of it is eligible."""
+
+    def __init__(self, cp: CompiledPolicy, verify: bool = True) -> None:
         self.cp = cp
+        self.verify = verify
         self._memo: OrderedDict[bytes, Evaluation] = OrderedDict()
         self.evaluations = 0
         self.engine = durable.Backend(cp)
@@ -192,10 +212,12 @@ class Classifier:
             self._memo.move_to_end(key)
         return ev
 
-    def _remember(self, key: bytes) -> Evaluation:
-        """Wait for the evaluation in flight and memoise it under ``key``."""
+    def _remember(self, key: bytes, facts: list[Fact]) -> Evaluation:
+        """Wait for the evaluation in flight, check it, and memoise it under ``key``."""
         ev, real = self.engine.result()
         self.evaluations += 1
+        if real and self.verify:
+            ev = checked(self.cp, facts, ev)
         if real:  # a crash is not memoised: the next such cell gets a fresh worker
             self._memo[key] = ev
             if len(self._memo) > MEMO_SIZE:
@@ -253,7 +275,7 @@ class Classifier:
     def _land(self, flight: "_Job | None") -> None:
         """Receive the evaluation in flight, if any."""
         if flight is not None and flight.key is not None:
-            flight.evaluation = self._remember(flight.key)
+            flight.evaluation = self._remember(flight.key, flight.prepared.facts)
         return None
 
     def _verdict(self, job: "_Job") -> CellVerdict:

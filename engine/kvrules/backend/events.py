@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class RuleFired:
     """A rule fired: which facts it bound (alias → fact id), what it derived, and why."""
@@ -31,11 +30,13 @@ class DerivedFact:
 
 @dataclass
 class Evaluation:
-    """Result of evaluating one cell session: derived facts, fired rules, engine failures."""
+    """Result of evaluating one cell session: derived facts, fired rules, engine failures,
+    and where the reference evaluation disagreed with the engine (when it was checked)."""
 
     derived: list[DerivedFact] = field(default_factory=list)
     events: list[RuleFired] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
 
 
 MAX_FAILURE_CHARS = 300

@@ -49,6 +49,10 @@ def classify(
         "that kvrules did not write, deleting everything in it (a dataset kvrules wrote, "
         "or an empty folder, is replaced without it).")] = False,
     no_dense_synthetic_kv: opt.NoDense = False,
+    no_verify: Annotated[bool, typer.Option(
+        "--no-verify", help="Do not check the rule engine's evaluation of each cell against "
+        "the reference evaluation of the policy (the report then says verification: off).")]
+    = False,
     jobs: opt.Jobs = None,
     max_errors: Annotated[int, typer.Option(
         "--max-errors", min=0, metavar="N", help="Show at most N diagnostics of a usage "
@@ -62,7 +66,7 @@ def classify(
         "not a terminal (a log line every few seconds).")] = False,
 ) -> None:
     job = ClassifyJob(paths, rules, plan, fmt, output, no_dense_synthetic_kv, jobs, max_errors,
-                      cache, no_cache, executor, scheduler, progress, overwrite)
+                      cache, no_cache, executor, scheduler, progress, overwrite, no_verify)
     raise typer.Exit(run(job))
 
 

@@ -47,6 +47,7 @@ class ClassifyJob:
     scheduler: str | None = None
     progress: bool = False
     overwrite: bool = False
+    no_verify: bool = False
 
 
 def run(job: ClassifyJob) -> int:
@@ -60,7 +61,7 @@ def run(job: ClassifyJob) -> int:
     with usage_errors(job.max_errors):
         _check_destination(job)
         parameters = {"dense_synthetic_kv": False} if job.no_dense_synthetic_kv else None
-        policy = api.load_policy(job.rules, parameters=parameters)
+        policy = api.load_policy(job.rules, parameters=parameters, verify=not job.no_verify)
         shared_tty = fmt is not Format.text and output is None and sys.stdout.isatty()
         with CellProgress(enabled=not shared_tty, force=job.progress) as progress, \
                 classification(job.executor, workers, job.scheduler, cache) as where:

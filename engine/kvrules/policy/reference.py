@@ -467,9 +467,14 @@ def evaluate(cp: CompiledPolicy, facts: Sequence[FactLike], trace: bool = False)
 # --- comparing two evaluations ------------------------------------------------------------
 
 class EvaluationLike(Protocol):
-    derived: Sequence[Any]
-    events: Sequence[Any]
-    failures: Sequence[str]
+    """What a comparison reads of an evaluation (the engine's or this module's result)."""
+
+    @property
+    def derived(self) -> Sequence[Any]: ...
+    @property
+    def events(self) -> Sequence[Any]: ...
+    @property
+    def failures(self) -> Sequence[str]: ...
 
 
 def canonical(ev: EvaluationLike) -> tuple[Any, ...]:

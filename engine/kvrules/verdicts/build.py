@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from kvrules.diagnostics import (ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
+from kvrules.diagnostics import (ENGINE_DISAGREEMENT, ENGINE_FAILURE, POLICY_CONFLICT, POLICY_UNDECIDED, Diagnostic,
                                  evidence_error, sort_diagnostics)
 from kvrules.facts.model import CellFacts, Fact
 from kvrules.facts.points import COORDINATES, point_table
@@ -33,6 +33,8 @@ def _errors(cell: CellFacts, ev: Evaluation, facts: dict[str, Fact]) -> list[Dia
         out.append(evidence_error(d.fields["code"], d.fields["message"], file, ptr, d.by))
     for failure in ev.failures:
         out.append(evidence_error(ENGINE_FAILURE, failure, "", ""))
+    for difference in ev.disagreements:
+        out.append(evidence_error(ENGINE_DISAGREEMENT, difference, "", ""))
     return out
 
 

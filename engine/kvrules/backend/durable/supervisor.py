@@ -76,6 +76,18 @@ def _signal_name(exitcode: int | None) -> str:
     return f"exit status {exitcode}"
 
 
+_DROP_HOOK = "_KVRULES_TEST_ENGINE_DROP"
+"""Test hook, read in the worker only: ``<cell_id>`` drops the last firing (and what it
+derived) from every evaluation of that cell, as a silent engine defect would."""
+
+
+def _test_drop(cell_id: str, ev: Evaluation) -> Evaluation:
+    if not ev.events or os.environ.get(_DROP_HOOK) != cell_id:
+        return ev
+    lost = set(ev.events[-1].derived)
+    return Evaluation([d for d in ev.derived if d.id not in lost], ev.events[:-1], ev.failures)
+
+
 def _test_crash(cell_id: str, attempt: int) -> None:
     spec = os.environ.get(_CRASH_HOOK)
     if not spec:
@@ -125,7 +137,7 @@ def _worker_main(cp: CompiledPolicy, conn: Connection, parent_pid: int) -> None:
             conn.send(refused)
             continue
         try:
-            result: Any = ("ok", session.evaluate(cp, facts))
+            result: Any = ("ok", _test_drop(cell_id, session.evaluate(cp, facts)))
         except Exception as exc:  # noqa: BLE001 - reported as the cell's engine_failure
             result = _failure(exc)
         conn.send(result)
