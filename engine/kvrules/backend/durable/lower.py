@@ -145,8 +145,8 @@ def _lower_starts_with(f: str, v: Any, neg: bool) -> dict[str, Any]:
 
 def _lower_contains_any(f: str, v: Any, neg: bool) -> dict[str, Any]:
     items = ["s:" + x for x in v]
-    if neg:
-        return {"$or": [{"$nex": {f: 1}},
+    if neg:  # absent (never sent, or sent as the absent marker) holds none of the items
+        return {"$or": [{"$nex": {f: 1}}, {f: ABSENT_MARK},
                         {"$and": [{"$iall": {f: {"$neq": {"$i": x}}}} for x in items]}]}
     return {"$or": [{"$iany": {f: {"$i": x}}} for x in items]}
 
