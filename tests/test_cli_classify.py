@@ -66,8 +66,9 @@ class FakeLibrary:
     error: KvrulesUsageError | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
-    def load_policy(self, rules: Any = None, parameters: Any = None) -> Any:
-        self.calls.append(("load_policy", (rules, parameters)))
+    def load_policy(self, rules: Any = None, parameters: Any = None, verify: bool = True) -> Any:
+        self.calls.append(("load_policy", (rules, parameters) if verify else
+                           (rules, parameters, "no verify")))
         calls = self.calls
 
         class Policy:
