@@ -144,7 +144,8 @@ class LocalExecutor:
                          ) -> Iterator[Iterable[CellVerdict]]:
         pending: deque[CellRef] = deque()
         sizes: deque[int] = deque()
-        workers = ExtractionWorkers(self.jobs, policy.compiled) if self.jobs > 1 else None
+        workers = ExtractionWorkers(self.jobs, policy.compiled, policy.verify) if self.jobs > 1 \
+            else None
         full = done = flowing = False
 
         def feed() -> bool:

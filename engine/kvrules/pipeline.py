@@ -106,6 +106,9 @@ class Prepared:
     classes: list[Fact]
     class_of: dict[int, str]
     to_engine: bool
+    reference: reference.Result | None = None
+    """The reference evaluation of :attr:`facts`, when an extraction worker made it (it then
+    costs the parent, which drives the engine, nothing)."""
 
     @property
     def facts(self) -> list[Fact]:
@@ -117,6 +120,12 @@ class Prepared:
         ranks are left out (a worker sends half as much to the parent)."""
         table = point_table(self.cell).reported()
         return replace(self, cell=replace(self.cell, points=table.rows, peer_points=table.peers))
+
+    def with_reference(self, cp: CompiledPolicy) -> "Prepared":
+        """This cell with its reference evaluation made now (in an extraction worker)."""
+        if not self.to_engine:
+            return self
+        return replace(self, reference=reference.evaluate(cp, self.facts))
 
 
 def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
@@ -144,12 +153,15 @@ class CellRun:
     verdict: CellVerdict
 
 
-def checked(cp: CompiledPolicy, facts: list[Fact], ev: Evaluation) -> Evaluation:
+def checked(cp: CompiledPolicy, facts: list[Fact], ev: Evaluation,
+            made: reference.Result | None = None) -> Evaluation:
     """``ev`` as the engine gave it, with the first difference from the reference evaluation
-    of ``facts`` recorded (an evaluation that failed already is not compared)."""
+    of ``facts`` (``made`` already, or made now) recorded; an evaluation that failed already
+    is not compared."""
     if ev.failures:
         return ev
-    difference = reference.first_difference(ev, reference.evaluate(cp, facts))
+    expected = made if made is not None else reference.evaluate(cp, facts)
+    difference = reference.first_difference(ev, expected)
     if difference is None:
         return ev
     return replace(ev, disagreements=[short(f"the rule engine and the reference evaluation "
@@ -212,12 +224,12 @@ class Classifier:
             self._memo.move_to_end(key)
         return ev
 
-    def _remember(self, key: bytes, facts: list[Fact]) -> Evaluation:
+    def _remember(self, key: bytes, prepared: Prepared) -> Evaluation:
         """Wait for the evaluation in flight, check it, and memoise it under ``key``."""
         ev, real = self.engine.result()
         self.evaluations += 1
         if real and self.verify:
-            ev = checked(self.cp, facts, ev)
+            ev = checked(self.cp, prepared.facts, ev, prepared.reference)
         if real:  # a crash is not memoised: the next such cell gets a fresh worker
             self._memo[key] = ev
             if len(self._memo) > MEMO_SIZE:
@@ -275,7 +287,7 @@ class Classifier:
     def _land(self, flight: "_Job | None") -> None:
         """Receive the evaluation in flight, if any."""
         if flight is not None and flight.key is not None:
-            flight.evaluation = self._remember(flight.key, flight.prepared.facts)
+            flight.evaluation = self._remember(flight.key, flight.prepared)
         return None
 
     def _verdict(self, job: "_Job") -> CellVerdict:

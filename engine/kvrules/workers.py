@@ -74,7 +74,7 @@ def extract_ref(ref: CellRef) -> CellFacts:
     return extract_cell(load_cell(ref))
 
 
-def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
+def _serve(policy: CompiledPolicy, verify: bool, conn: Connection, parent_pid: int,
            inherited: list[Connection]) -> None:
     """A worker's life: prepare each cell the parent sends, in order, until the pipe closes.
     What goes back is small (the cell's facts, one fact per class, the report rows'
@@ -90,7 +90,9 @@ def _serve(policy: CompiledPolicy, conn: Connection, parent_pid: int,
         except (EOFError, OSError):
             return
         try:
-            prepared: Prepared | None = prepare(policy, extract_ref(ref)).reported()
+            made = prepare(policy, extract_ref(ref)).reported()
+            # the reference evaluation here, beside the engine, not on the parent's path
+            prepared: Prepared | None = made.with_reference(policy) if verify else made
         except Exception:  # noqa: BLE001 - the parent prepares it and reports as --jobs 1
             prepared = None
         try:
@@ -162,9 +164,10 @@ def _pipe() -> tuple[Connection, Connection]:
 class ExtractionWorkers:
     """``jobs`` extraction processes; one that dies is replaced (up to ``MAX_BREAKS``)."""
 
-    def __init__(self, jobs: int, policy: CompiledPolicy) -> None:
+    def __init__(self, jobs: int, policy: CompiledPolicy, verify: bool = True) -> None:
         self.jobs = jobs
         self.policy = policy
+        self.verify = verify
         self.breaks = 0
         self._workers: list[_Worker] = []
 
@@ -246,7 +249,7 @@ class ExtractionWorkers:
             mine, theirs = ctx.Pipe()
         inherited = [mine, *(w.conn for w in self._workers)]
         process = ctx.Process(target=_serve, daemon=True, name="kvrules-extraction",
-                              args=(self.policy, theirs, os.getpid(), inherited))
+                              args=(self.policy, self.verify, theirs, os.getpid(), inherited))
         with signals_deferred():
             try:
                 process.start()
