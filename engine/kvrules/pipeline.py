@@ -106,9 +106,9 @@ class Prepared:
     classes: list[Fact]
     class_of: dict[int, str]
     to_engine: bool
-    reference: reference.Result | None = None
-    """The reference evaluation of :attr:`facts`, when an extraction worker made it (it then
-    costs the parent, which drives the engine, nothing)."""
+    reference: tuple[Any, ...] | None = None
+    """The reference evaluation of :attr:`facts` in its canonical form, when an extraction
+    worker made it (it then costs the parent, which drives the engine, nothing)."""
 
     @property
     def facts(self) -> list[Fact]:
@@ -125,7 +125,7 @@ class Prepared:
         """This cell with its reference evaluation made now (in an extraction worker)."""
         if not self.to_engine:
             return self
-        return replace(self, reference=reference.evaluate(cp, self.facts))
+        return replace(self, reference=reference.canonical(reference.evaluate(cp, self.facts)))
 
 
 def prepare(cp: CompiledPolicy, cell: CellFacts) -> Prepared:
@@ -154,14 +154,14 @@ class CellRun:
 
 
 def checked(cp: CompiledPolicy, facts: list[Fact], ev: Evaluation,
-            made: reference.Result | None = None) -> Evaluation:
+            made: tuple[Any, ...] | None = None) -> Evaluation:
     """``ev`` as the engine gave it, with the first difference from the reference evaluation
-    of ``facts`` (``made`` already, or made now) recorded; an evaluation that failed already
-    is not compared."""
+    of ``facts`` (``made`` already, canonical, or made now) recorded; an evaluation that
+    failed already is not compared."""
     if ev.failures:
         return ev
-    expected = made if made is not None else reference.evaluate(cp, facts)
-    difference = reference.first_difference(ev, expected)
+    expected = made if made is not None else reference.canonical(reference.evaluate(cp, facts))
+    difference = reference.canonical_difference(reference.canonical(ev), expected)
     if difference is None:
         return ev
     return replace(ev, disagreements=[short(f"the rule engine and the reference evaluation "

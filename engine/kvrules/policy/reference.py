@@ -519,7 +519,12 @@ def canonical(ev: EvaluationLike) -> tuple[Any, ...]:
 
 def first_difference(engine: EvaluationLike, reference: EvaluationLike) -> str | None:
     """None when the two evaluations agree (:func:`canonical`), else the first difference."""
-    a, b = canonical(engine), canonical(reference)
+    return canonical_difference(canonical(engine), canonical(reference))
+
+
+def canonical_difference(a: tuple[Any, ...], b: tuple[Any, ...]) -> str | None:
+    """:func:`first_difference` of two evaluations already made canonical (the reference's
+    can be made where it was evaluated)."""
     if a == b:
         return None
     for label, xs, ys in zip(("derived fact", "firing", "failure"), a, b):
