@@ -1,31 +1,13 @@
-"""The event stream of one evaluation: what explain, coverage and traces are built from."""
+"""The event stream of one evaluation: what explain, coverage and traces are built from.
+
+A firing and a derived fact are the language's own result model
+(:mod:`kvrules.policy.reference`); the engine's evaluation is made of the same classes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-
-@dataclass(frozen=True)
-class RuleFired:
-    """A rule fired: which facts it bound (alias → fact id), what it derived, and why."""
-
-    rule: str
-    stratum: int
-    bindings: tuple[tuple[str, str], ...]
-    derived: tuple[str, ...]
-    reason: str
-    points: frozenset[str] = frozenset()
-
-
-@dataclass
-class DerivedFact:
-    """A fact asserted by a rule (``by``) from the facts it bound."""
-
-    type: str
-    id: str
-    fields: dict[str, Any]
-    by: str
-    bindings: tuple[tuple[str, str], ...] = ()
+from kvrules.policy.reference import DerivedFact as DerivedFact
+from kvrules.policy.reference import RuleFired as RuleFired
 
 
 @dataclass

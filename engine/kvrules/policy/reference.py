@@ -33,7 +33,7 @@ parameter values:
    nothing here.
 
 The result (:class:`Result`) has the shape of the backend's ``Evaluation``: the derived
-facts, one :class:`Fired` per firing and failures. Derived ids and the order of firings
+facts, one :class:`RuleFired` per firing and failures. Derived fact ids and the order of firings
 depend on the order an implementation happens to fire in; :func:`canonical` names every
 derived fact by the firing that made it, so two evaluations that derived the same facts
 from the same bindings compare equal whatever their order.
@@ -82,7 +82,7 @@ class FactLike(Protocol):
 # --- the result: the shape of the backend's Evaluation -----------------------------------
 
 @dataclass(frozen=True)
-class Fired:
+class RuleFired:
     """A rule fired: the facts it bound (alias → fact id, positive patterns in order), the
     facts its actions derived, its reason, and the points it was about."""
 
@@ -95,7 +95,7 @@ class Fired:
 
 
 @dataclass
-class Derived:
+class DerivedFact:
     """A fact asserted by rule ``by`` from the facts it bound."""
 
     type: str
@@ -109,8 +109,8 @@ class Derived:
 class Result:
     """The reference evaluation of one cell (fields as in ``backend.events.Evaluation``)."""
 
-    derived: list[Derived] = field(default_factory=list)
-    events: list[Fired] = field(default_factory=list)
+    derived: list[DerivedFact] = field(default_factory=list)
+    events: list[RuleFired] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     trace: "Trace | None" = field(default=None, compare=False, repr=False)
 
@@ -395,10 +395,10 @@ class _Run:
                 fields["by"] = rule.id
                 fid = f"{rule.id}#{next(self.counter)}"
                 self.facts.add(action.produces, fid, fields, plan.stratum, rule.id)
-                self.result.derived.append(Derived(action.produces, fid, fields, rule.id,
+                self.result.derived.append(DerivedFact(action.produces, fid, fields, rule.id,
                                                    sorted_bound))
                 made.append(fid)
-            self.result.events.append(Fired(rule.id, plan.stratum, ordered, tuple(made),
+            self.result.events.append(RuleFired(rule.id, plan.stratum, ordered, tuple(made),
                                             render(rule.reason, env), points_of(binding)))
         except Exception as exc:  # recorded, and the cell fails closed
             self.result.failures.append(f"rule {rule.id}: {type(exc).__name__}: {exc}")
@@ -619,5 +619,5 @@ def _all_atoms(expr: Expr) -> list[Atom]:
     return [a for c in expr.children for a in _all_atoms(c)]
 
 
-__all__ = ["Derived", "Fired", "Result", "Trace", "WhyNot", "canonical", "evaluate",
+__all__ = ["DerivedFact", "RuleFired", "Result", "Trace", "WhyNot", "canonical", "evaluate",
            "first_difference"]

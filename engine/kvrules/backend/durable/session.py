@@ -11,14 +11,14 @@ closed instead of passing silently.
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Any, Callable
 
 from kvrules.facts.model import Fact
 from kvrules.policy.compiled import CompiledPolicy, per_policy
 from kvrules.backend.durable.lower import (NEG_OK, types_matched, values_read,
                                           with_companion_fields)
-from kvrules.policy.model import Action, Ref, Rule
+from kvrules.policy.model import Rule
+from kvrules.policy.reference import action_fields, render
 from kvrules.backend.durable import host as hostmod
 from kvrules.backend.durable.encode import (DISCRIMINATOR, absent_marker, encode_fact,
                                            only_read)
@@ -36,7 +36,6 @@ def tainted() -> bool:
 
 class DuplicateFactId(ValueError):
     """Two facts of one evaluation share an id (the engine would reject the second)."""
-_PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\}")
 
 
 class _Context:
@@ -75,48 +74,6 @@ class _Context:
 _CURRENT: list[_Context] = []
 
 
-def render(template: str, env: dict[str, dict[str, Any]]) -> str:
-    """Fill ``{alias.field}`` placeholders: strings as-is (the empty string as ``""``, so a
-    reason never ends in a bare ``is ``), other values as JSON, a missing field ``absent``."""
-    import json
-
-    def one(m: re.Match[str]) -> str:
-        value = env.get(m.group(1), {}).get(m.group(2), "absent")
-        if isinstance(value, str):
-            return value or '""'
-        return json.dumps(value, default=repr)
-    return _PLACEHOLDER.sub(one, template)
-
-
-def _operand(value: Any, env: dict[str, dict[str, Any]]) -> Any:
-    if isinstance(value, Ref):
-        return env.get(value.alias, {}).get(value.field)
-    return value
-
-
-def _action_fields(action: Action, env: dict[str, dict[str, Any]], rule: Rule,
-                   bindings: dict[str, str]) -> dict[str, Any]:
-    a = action.args
-    if action.kind == "derive":  # a ref to an absent field leaves the derived field absent
-        return {k: _operand(v, env) for k, v in a.get("set", {}).items()
-                if not isinstance(v, Ref) or v.field in env.get(v.alias, {})}
-    if action.kind == "error":
-        at: Ref | None = a.get("at")
-        alias = at.alias if at else rule.positives[0].alias
-        return {"code": a["code"], "message": render(a["message"], env),
-                "at_fact": bindings.get(alias, ""), "at_field": at.field if at else ""}
-    if action.kind == "fail":
-        return {"group": a["group"], "condition": a["condition"],
-                "reason": render(a["reason"], env)}
-    if action.kind == "qualify":
-        return {"group": a["group"]}
-    if action.kind == "regime":
-        out = {"point": _operand(a["point"], env), "value": _operand(a["value"], env),
-               "decided_by": _operand(a.get("decided_by", rule.id), env)}
-        return out
-    return {"point": _operand(a["point"], env)}
-
-
 def _points_of(ctx: _Context, bindings: dict[str, str]) -> frozenset[str]:
     points = set()
     for fid in bindings.values():
@@ -139,7 +96,7 @@ def _fire(rule: Rule, c: Any) -> None:
         env = {alias: ctx.fields[fid] for alias, fid in bindings.items()}
         derived = []
         for action in rule.actions:
-            fields = _action_fields(action, env, rule, bindings)
+            fields = action_fields(action, env, rule, bindings)
             fields["by"] = rule.id
             fid = f"{rule.id}#{next(ctx.counter)}"
             encoded = ctx.add(action.produces, fid, fields)
