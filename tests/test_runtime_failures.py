@@ -15,7 +15,7 @@ from kvrules.pointclasses import point_classes
 def test_an_action_error_makes_the_cell_an_engine_failure_not_a_verdict(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
-    monkeypatch.setattr(session, "_action_fields", broken)
+    monkeypatch.setattr(session, "action_fields", broken)
     report = api.classify([str(EXAMPLES / "dense-legacy-stamp-format")], api.load_policy())
     (cell,) = report.cells
     assert cell.status == "error"
